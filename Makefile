@@ -1,0 +1,61 @@
+# 1bit — plain Makefile. `make help` lists the targets.
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP -Isrc -Iinclude
+LDLIBS  += -ljansson -lpcre2-8 -lm -pthread
+BUILD   ?= build
+
+SRC_ALL  := $(shell find src -name '*.c' | sort)
+SRC_LIB  := $(filter-out src/main.c,$(SRC_ALL))
+OBJ_LIB  := $(SRC_LIB:%.c=$(BUILD)/obj/%.o)
+OBJ_MAIN := $(BUILD)/obj/src/main.o
+TEST_SRC := $(shell find tests/unit -name '*.c' | sort)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+
+.PHONY: all test test-unit test-golden help clean deps
+
+all: $(BUILD)/1bit
+ifeq ($(CUDA),1)
+	@echo "make CUDA=1: the CUDA backend does not exist yet in this tree (see the CUDA issue)." >&2
+	@echo "Build the CPU engine with plain 'make'." >&2
+	@false
+endif
+
+$(BUILD)/1bit: $(OBJ_MAIN) $(BUILD)/lib1bit.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/lib1bit.a: $(OBJ_LIB)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/test_unit: $(TEST_OBJ) $(BUILD)/lib1bit.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Every test: unit suites (incl. bad-file and golden suites) in one C runner.
+test: $(BUILD)/1bit $(BUILD)/test_unit
+	./$(BUILD)/test_unit
+
+# A subset of suites: make test-unit SUITES="gguf quant"
+test-unit: $(BUILD)/test_unit
+	./$(BUILD)/test_unit $(SUITES)
+
+deps:
+	./scripts/deps.sh
+
+clean:
+	rm -rf $(BUILD) tests/tmp
+
+help:
+	@echo "make            build $(BUILD)/1bit (CPU)"
+	@echo "make CUDA=1     also the CUDA backend (not in this tree yet: fails with a message)"
+	@echo "make test       build and run every test (prints 'N passed, N failed')"
+	@echo "make test-unit SUITES='gguf quant'   run some suites"
+	@echo "make deps       install build dependencies from Debian (no-op when present)"
+	@echo "make clean      remove $(BUILD)/"
+
+-include $(OBJ_LIB:.o=.d) $(OBJ_MAIN:.o=.d) $(TEST_OBJ:.o=.d)

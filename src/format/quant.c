@@ -1,0 +1,140 @@
+/* quant.c — the type table and half-precision conversions.
+ *
+ * Owns: ob_type_get / names / row sizes, fp16 and bf16 <-> fp32. The per-type reference
+ * quantize / dequantize routines live in quant_ref.c (layouts identical to llama.cpp's).
+ * Does not own: fast kernels (backends).
+ */
+#include "format/quant.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* Reference routines, defined in quant_ref.c. */
+void ob_dequant_f32(const void *src, float *dst, int64_t n);
+void ob_quant_f32(const float *src, void *dst, int64_t n);
+void ob_dequant_f16(const void *src, float *dst, int64_t n);
+void ob_quant_f16(const float *src, void *dst, int64_t n);
+void ob_dequant_bf16(const void *src, float *dst, int64_t n);
+void ob_quant_bf16(const float *src, void *dst, int64_t n);
+void ob_dequant_q8_0(const void *src, float *dst, int64_t n);
+void ob_quant_q8_0(const float *src, void *dst, int64_t n);
+void ob_dequant_q4_0(const void *src, float *dst, int64_t n);
+void ob_quant_q4_0(const float *src, void *dst, int64_t n);
+void ob_dequant_tq1_0(const void *src, float *dst, int64_t n);
+void ob_quant_tq1_0(const float *src, void *dst, int64_t n);
+void ob_dequant_tq2_0(const void *src, float *dst, int64_t n);
+void ob_quant_tq2_0(const float *src, void *dst, int64_t n);
+
+/* Block geometry is GGML's; routines are filled in for the types this build computes. */
+static const ob_type_traits type_table[OB_TYPE_COUNT] = {
+    [OB_TYPE_F32]     = {"f32", 1, 4, ob_dequant_f32, ob_quant_f32},
+    [OB_TYPE_F16]     = {"f16", 1, 2, ob_dequant_f16, ob_quant_f16},
+    [OB_TYPE_Q4_0]    = {"q4_0", 32, 18, ob_dequant_q4_0, ob_quant_q4_0},
+    [OB_TYPE_Q4_1]    = {"q4_1", 32, 20, NULL, NULL},
+    [OB_TYPE_Q5_0]    = {"q5_0", 32, 22, NULL, NULL},
+    [OB_TYPE_Q5_1]    = {"q5_1", 32, 24, NULL, NULL},
+    [OB_TYPE_Q8_0]    = {"q8_0", 32, 34, ob_dequant_q8_0, ob_quant_q8_0},
+    [OB_TYPE_Q8_1]    = {"q8_1", 32, 36, NULL, NULL},
+    [OB_TYPE_Q2_K]    = {"q2_K", 256, 84, NULL, NULL},
+    [OB_TYPE_Q3_K]    = {"q3_K", 256, 110, NULL, NULL},
+    [OB_TYPE_Q4_K]    = {"q4_K", 256, 144, NULL, NULL},
+    [OB_TYPE_Q5_K]    = {"q5_K", 256, 176, NULL, NULL},
+    [OB_TYPE_Q6_K]    = {"q6_K", 256, 210, NULL, NULL},
+    [OB_TYPE_Q8_K]    = {"q8_K", 256, 292, NULL, NULL},
+    [OB_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL},
+    [OB_TYPE_IQ2_XS]  = {"iq2_xs", 256, 74, NULL, NULL},
+    [OB_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL},
+    [OB_TYPE_IQ1_S]   = {"iq1_s", 256, 50, NULL, NULL},
+    [OB_TYPE_IQ4_NL]  = {"iq4_nl", 32, 18, NULL, NULL},
+    [OB_TYPE_IQ3_S]   = {"iq3_s", 256, 110, NULL, NULL},
+    [OB_TYPE_IQ2_S]   = {"iq2_s", 256, 82, NULL, NULL},
+    [OB_TYPE_IQ4_XS]  = {"iq4_xs", 256, 136, NULL, NULL},
+    [OB_TYPE_I8]      = {"i8", 1, 1, NULL, NULL},
+    [OB_TYPE_I16]     = {"i16", 1, 2, NULL, NULL},
+    [OB_TYPE_I32]     = {"i32", 1, 4, NULL, NULL},
+    [OB_TYPE_I64]     = {"i64", 1, 8, NULL, NULL},
+    [OB_TYPE_F64]     = {"f64", 1, 8, NULL, NULL},
+    [OB_TYPE_IQ1_M]   = {"iq1_m", 256, 56, NULL, NULL},
+    [OB_TYPE_BF16]    = {"bf16", 1, 2, ob_dequant_bf16, ob_quant_bf16},
+    [OB_TYPE_TQ1_0]   = {"tq1_0", 256, 54, ob_dequant_tq1_0, ob_quant_tq1_0},
+    [OB_TYPE_TQ2_0]   = {"tq2_0", 256, 66, ob_dequant_tq2_0, ob_quant_tq2_0},
+    [OB_TYPE_MXFP4]   = {"mxfp4", 32, 17, NULL, NULL},
+};
+
+const ob_type_traits *ob_type_get(int type) {
+    if (type < 0 || type >= OB_TYPE_COUNT || type_table[type].name == NULL) return NULL;
+    return &type_table[type];
+}
+
+const char *ob_type_name(int type) {
+    const ob_type_traits *t = ob_type_get(type);
+    return t ? t->name : "unknown";
+}
+
+int ob_type_from_name(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < OB_TYPE_COUNT; i++)
+        if (type_table[i].name && strcasecmp(type_table[i].name, name) == 0) return i;
+    return -1;
+}
+
+size_t ob_type_row_size(int type, int64_t n) {
+    const ob_type_traits *t = ob_type_get(type);
+    if (!t || n < 0 || n % t->block_size != 0) return 0;
+    return (size_t)(n / t->block_size) * (size_t)t->type_size;
+}
+
+float ob_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { man <<= 1; e++; } while ((man & 0x400) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t ob_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((ax >> 13) & 0x3ff)); /* NaN stays NaN */
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+        if (ax < 0x33000000u) return (uint16_t)sign; /* < 2^-25 rounds to zero */
+        uint32_t man = (ax & 0x7fffff) | 0x800000;
+        int shift = 126 - (int)(ax >> 23); /* 14..24 */
+        uint32_t half = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t r = ax + 0xc8000fffu + ((ax >> 13) & 1); /* rebias exponent and round to nearest even */
+    return (uint16_t)(sign | (r >> 13));
+}
+
+float ob_bf16_to_fp32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t ob_fp32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 64); /* quiet NaN */
+    return (uint16_t)((x + (0x7fff + ((x >> 16) & 1))) >> 16);
+}
