@@ -2,7 +2,7 @@
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP -Isrc -Iinclude
+CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -pthread -MMD -MP -Isrc -Iinclude
 LDLIBS  += -ljansson -lpcre2-8 -lm -pthread
 BUILD   ?= build
 

@@ -96,7 +96,7 @@ float ob_fp16_to_fp32(uint16_t h) {
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
         }
     } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0); /* NaN comes out quiet, as F16C */
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }

@@ -1,6 +1,6 @@
 /* test.h — the C test runner's macros.
  *
- * A suite is declared with OB_SUITE(name) { ... } in any tests/unit/*.c file; it registers
+ * A suite is declared with OB_SUITE(name) { ... } in any C file under tests/unit; it registers
  * itself before main runs, so adding a suite edits no shared file. Checks count passes and
  * failures; the runner prints one "N passed, N failed" line at the end.
  */

@@ -1,0 +1,15 @@
+/* backend.c — picks a backend by device name: the one place device dispatch happens. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend.h"
+
+ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
+    if (!name || !*name || strcmp(name, "cpu") == 0 || strcmp(name, "auto") == 0) return ob_backend_cpu_new();
+    if (strcmp(name, "cuda") == 0) {
+        snprintf(err, errlen, "device 'cuda': this build has no CUDA backend (the CUDA backend is not part of this build yet)");
+        return NULL;
+    }
+    snprintf(err, errlen, "unknown device '%s' (expected cpu, cuda or auto)", name);
+    return NULL;
+}

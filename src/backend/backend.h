@@ -1,0 +1,109 @@
+/* backend.h — the device interface: one table of function pointers per backend.
+ *
+ * Owns: the contract between the engine's forward pass and a device (CPU now, CUDA later).
+ * Every buffer argument is a device pointer obtained from alloc/upload (on the CPU backend
+ * these are plain host pointers). Activations are float32, row-major, one row per token.
+ * Does not own: model loading, which ops run in which order (engine/forward.c).
+ *
+ * A CPU reference backend always builds; every fast kernel is tested against it.
+ */
+#ifndef OB_BACKEND_H
+#define OB_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A 2-D weight as the file stores it: n_out rows of n_in elements in `type` blocks. */
+typedef struct {
+    const void *data;   /* device pointer: [n_out][row_bytes] */
+    int type;           /* ob_type */
+    int64_t n_in;       /* elements per row (GGUF ne[0]) */
+    int64_t n_out;      /* rows (GGUF ne[1]) */
+    size_t row_bytes;
+} ob_weight;
+
+typedef enum { OB_ACT_SILU, OB_ACT_RELU2 } ob_act;
+typedef enum { OB_ROPE_NORM, OB_ROPE_NEOX } ob_rope_style;
+
+/* Rotary embedding. NORM rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2).
+ * Angle of pair i at position p: p * freq_scale * theta^(-2i/n_rot) / freq_factors[i]. */
+typedef struct {
+    ob_rope_style style;
+    int n_rot;                  /* rotated dims per head (<= head_dim) */
+    float theta;
+    float freq_scale;           /* 1 / linear scaling factor */
+    const float *freq_factors;  /* [n_rot/2] or NULL (llama3 scaling: GGUF rope_freqs) */
+} ob_rope;
+
+typedef struct {
+    const float *q;     /* [n][n_head*head_dim], already roped */
+    float *out;         /* [n][n_head*head_dim] */
+    const float *k;     /* this layer's cache: [n_seq][n_ctx][n_head_kv*head_dim] */
+    const float *v;     /* same shape as k */
+    int n, n_head, n_head_kv, head_dim, n_ctx;
+    const int32_t *pos; /* [n] token i attends to positions 0..pos[i] of sequence seq[i] */
+    const int32_t *seq; /* [n] */
+    float scale;        /* usually 1/sqrt(head_dim) */
+} ob_attn_args;
+
+typedef struct {
+    int n_threads;      /* CPU worker threads (<= 0: all cores) */
+    int device_index;   /* GPU ordinal */
+} ob_backend_opts;
+
+typedef struct ob_backend ob_backend;
+struct ob_backend {
+    const char *name;   /* "cpu", "cuda" */
+    void *priv;         /* backend state */
+
+    /* Sets up threads / the device; fills err and returns -1 when it cannot. */
+    int (*init)(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen);
+    /* Releases everything init and alloc made. */
+    void (*free)(ob_backend *b);
+    /* Free and total bytes of device memory (CPU: of system RAM). */
+    int (*mem_info)(ob_backend *b, size_t *free_bytes, size_t *total_bytes);
+    /* Device buffer of size bytes (64-byte aligned), or NULL. */
+    void *(*alloc)(ob_backend *b, size_t size);
+    /* Frees a buffer from alloc. */
+    void (*dealloc)(ob_backend *b, void *p);
+    /* Makes host bytes (e.g. a mapped weight) available on the device; CPU returns host itself. */
+    const void *(*upload)(ob_backend *b, const void *host, size_t size);
+    /* Copies device bytes to the host. */
+    void (*download)(ob_backend *b, void *host, const void *dev, size_t size);
+    /* Nonzero if matmul/get_rows handle this weight type. */
+    int (*supports)(ob_backend *b, int type);
+
+    /* y[n][w->n_out] = x[n][w->n_in] . W^T */
+    void (*matmul)(ob_backend *b, const ob_weight *w, const float *x, float *y, int n);
+    /* y[i] = row ids[i] of w, as float: embedding lookup. */
+    void (*get_rows)(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y);
+    /* y[i] = x[i] / sqrt(mean(x[i]^2) + eps) * w, for n rows of dim; w may be NULL; y may be x. */
+    void (*rmsnorm)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
+    /* Rotates n rows of n_head heads in place; pos[n] are the tokens' positions. */
+    void (*rope)(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r);
+    /* Writes n rows of K or V into cache [n_seq][n_ctx][dim] at (seq[i], pos[i]). */
+    void (*kv_write)(ob_backend *b, float *cache, const float *x, int n, int dim, int n_ctx,
+                     const int32_t *pos, const int32_t *seq);
+    /* Causal grouped-query attention over the cache. */
+    void (*attention)(ob_backend *b, const ob_attn_args *a);
+    /* y += x (n floats). */
+    void (*add)(ob_backend *b, float *y, const float *x, size_t n);
+    /* y[i] += bias for n rows of dim. */
+    void (*add_bias)(ob_backend *b, float *y, const float *bias, int n, int dim);
+    /* gate = act(gate) * up, n floats. */
+    void (*glu)(ob_backend *b, ob_act act, float *gate, const float *up, size_t n);
+    /* BitNet activation quantization, in place: per row, s = 127/max|x| (max clamped to >= 1e-5),
+     * x = clamp(round(x*s), -128, 127) / s. */
+    void (*act_quant_i8)(ob_backend *b, float *x, int n, int dim);
+    /* Copies bytes between device buffers. */
+    void (*copy)(ob_backend *b, void *dst, const void *src, size_t size);
+    /* Waits for queued work. */
+    void (*sync)(ob_backend *b);
+};
+
+/* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with
+ * b->free then free(b)), or NULL if this build lacks it. */
+ob_backend *ob_backend_cpu_new(void);
+ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen);
+
+#endif

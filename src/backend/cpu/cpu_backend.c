@@ -1,0 +1,290 @@
+/* cpu_backend.c — the CPU reference backend: every op of backend.h in plain C.
+ *
+ * Owns: the reference semantics of each op (the oracle later SIMD and CUDA kernels are tested
+ * against), split over the thread pool. Matmul dequantizes one weight row at a time with the
+ * reference routines of format/quant and dots it with every token's activations, so a row is
+ * decoded once per batch, not once per token.
+ * Does not own: SIMD kernels (the CPU speed issue adds them beside this file).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/threadpool.h"
+#include "format/quant.h"
+
+typedef struct {
+    ob_pool *pool;
+    int n_threads;
+    float **row_scratch;   /* [n_threads][row_cap]: one dequantized weight row per thread */
+    int64_t row_cap;
+} cpu_state;
+
+static cpu_state *st(ob_backend *b) { return (cpu_state *)b->priv; }
+
+static int cpu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen) {
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s) { snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
+    int n = o && o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 256) n = 256;
+    s->pool = ob_pool_new(n);
+    s->n_threads = ob_pool_size(s->pool);
+    s->row_scratch = calloc((size_t)s->n_threads, sizeof(float *));
+    b->priv = s;
+    return 0;
+}
+
+static void cpu_free(ob_backend *b) {
+    cpu_state *s = st(b);
+    if (!s) return;
+    ob_pool_free(s->pool);
+    for (int i = 0; i < s->n_threads; i++) free(s->row_scratch[i]);
+    free(s->row_scratch);
+    free(s);
+    b->priv = NULL;
+}
+
+static int cpu_mem_info(ob_backend *b, size_t *free_bytes, size_t *total_bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    *total_bytes = (size_t)pages * (size_t)psz;
+    *free_bytes = (size_t)avail * (size_t)psz;
+    return 0;
+}
+
+static void *cpu_alloc(ob_backend *b, size_t size) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size ? (size + 63) & ~(size_t)63 : 64) != 0) return NULL;
+    return p;
+}
+
+static void cpu_dealloc(ob_backend *b, void *p) { free(p); }
+static const void *cpu_upload(ob_backend *b, const void *host, size_t size) { return host; }
+static void cpu_download(ob_backend *b, void *host, const void *dev, size_t size) {
+    if (host != dev) memcpy(host, dev, size);
+}
+
+static int cpu_supports(ob_backend *b, int type) {
+    const ob_type_traits *t = ob_type_get(type);
+    return t && t->to_float;
+}
+
+/* Grows every thread's row scratch to hold n floats. Runs before an op is dispatched, so the
+ * only allocations happen the first time a new row length is seen (at warm-up). */
+static void reserve_rows(cpu_state *s, int64_t n) {
+    if (n <= s->row_cap) return;
+    for (int i = 0; i < s->n_threads; i++) {
+        free(s->row_scratch[i]);
+        s->row_scratch[i] = malloc((size_t)n * sizeof(float));
+    }
+    s->row_cap = n;
+}
+
+/* Even split of [0, total) into nth parts: part ith is [*lo, *hi). */
+static void split(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t per = (total + nth - 1) / nth;
+    *lo = per * ith;
+    *hi = *lo + per;
+    if (*lo > total) *lo = total;
+    if (*hi > total) *hi = total;
+}
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    /* Eight independent partial sums: lets the compiler vectorise without -ffast-math. */
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    float sum = 0;
+    for (; i < n; i++) sum += a[i] * b[i];
+    return sum + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+typedef struct {
+    cpu_state *s;
+    const ob_weight *w;
+    const float *x;
+    float *y;
+    int n;
+} matmul_job;
+
+static void matmul_task(void *ctx, int ith, int nth) {
+    matmul_job *j = ctx;
+    const ob_weight *w = j->w;
+    const ob_type_traits *t = ob_type_get(w->type);
+    float *row = j->s->row_scratch[ith];
+    int64_t lo, hi;
+    split(w->n_out, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        const float *wr;
+        if (w->type == OB_TYPE_F32) {
+            wr = (const float *)src;
+        } else {
+            t->to_float(src, row, w->n_in);
+            wr = row;
+        }
+        for (int i = 0; i < j->n; i++) j->y[(size_t)i * w->n_out + r] = dot_f32(wr, j->x + (size_t)i * w->n_in, w->n_in);
+    }
+}
+
+static void cpu_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
+    cpu_state *s = st(b);
+    reserve_rows(s, w->n_in);
+    matmul_job j = {s, w, x, y, n};
+    ob_pool_run(s->pool, matmul_task, &j);
+}
+
+static void cpu_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
+    const ob_type_traits *t = ob_type_get(w->type);
+    for (int i = 0; i < n; i++)
+        t->to_float((const uint8_t *)w->data + (size_t)ids[i] * w->row_bytes, y + (size_t)i * w->n_in, w->n_in);
+}
+
+static void cpu_rmsnorm(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
+    for (int i = 0; i < n; i++) {
+        const float *xi = x + (size_t)i * dim;
+        float *yi = y + (size_t)i * dim;
+        double ss = 0;
+        for (int k = 0; k < dim; k++) ss += (double)xi[k] * xi[k];
+        float inv = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int k = 0; k < dim; k++) yi[k] = xi[k] * inv * (w ? w[k] : 1.0f);
+    }
+}
+
+static void cpu_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
+    int half = r->n_rot / 2;
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < half; k++) {
+            double inv_freq = pow((double)r->theta, -2.0 * k / r->n_rot);
+            if (r->freq_factors) inv_freq /= r->freq_factors[k];
+            double ang = (double)pos[i] * r->freq_scale * inv_freq;
+            float c = (float)cos(ang), sn = (float)sin(ang);
+            for (int h = 0; h < n_head; h++) {
+                float *v = x + ((size_t)i * n_head + h) * head_dim;
+                int a = r->style == OB_ROPE_NEOX ? k : 2 * k;
+                int bi = r->style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
+                float x0 = v[a], x1 = v[bi];
+                v[a] = x0 * c - x1 * sn;
+                v[bi] = x0 * sn + x1 * c;
+            }
+        }
+    }
+}
+
+static void cpu_kv_write(ob_backend *b, float *cache, const float *x, int n, int dim, int n_ctx,
+                         const int32_t *pos, const int32_t *seq) {
+    for (int i = 0; i < n; i++)
+        memcpy(cache + ((size_t)seq[i] * n_ctx + pos[i]) * dim, x + (size_t)i * dim, (size_t)dim * sizeof(float));
+}
+
+typedef struct { const ob_attn_args *a; cpu_state *s; } attn_job;
+
+static void attn_task(void *ctx, int ith, int nth) {
+    attn_job *j = ctx;
+    const ob_attn_args *a = j->a;
+    int kv_dim = a->n_head_kv * a->head_dim, group = a->n_head / a->n_head_kv;
+    float *scores = j->s->row_scratch[ith]; /* reserved to n_ctx */
+    int64_t lo, hi;
+    split((int64_t)a->n * a->n_head, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        int i = (int)(t / a->n_head), h = (int)(t % a->n_head), kh = h / group;
+        const float *q = a->q + ((size_t)i * a->n_head + h) * a->head_dim;
+        const float *kbase = a->k + (size_t)a->seq[i] * a->n_ctx * kv_dim + (size_t)kh * a->head_dim;
+        const float *vbase = a->v + (size_t)a->seq[i] * a->n_ctx * kv_dim + (size_t)kh * a->head_dim;
+        int np = a->pos[i] + 1;
+        float mx = -INFINITY;
+        for (int p = 0; p < np; p++) {
+            scores[p] = dot_f32(q, kbase + (size_t)p * kv_dim, a->head_dim) * a->scale;
+            if (scores[p] > mx) mx = scores[p];
+        }
+        double sum = 0;
+        for (int p = 0; p < np; p++) { scores[p] = expf(scores[p] - mx); sum += scores[p]; }
+        float inv = (float)(1.0 / sum);
+        float *o = a->out + ((size_t)i * a->n_head + h) * a->head_dim;
+        for (int d = 0; d < a->head_dim; d++) o[d] = 0;
+        for (int p = 0; p < np; p++) {
+            float wgt = scores[p] * inv;
+            const float *vp = vbase + (size_t)p * kv_dim;
+            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * vp[d];
+        }
+    }
+}
+
+static void cpu_attention(ob_backend *b, const ob_attn_args *a) {
+    cpu_state *s = st(b);
+    reserve_rows(s, a->n_ctx);
+    attn_job j = {a, s};
+    ob_pool_run(s->pool, attn_task, &j);
+}
+
+static void cpu_add(ob_backend *b, float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void cpu_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < dim; k++) y[(size_t)i * dim + k] += bias[k];
+}
+
+static void cpu_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], a;
+        if (act == OB_ACT_SILU) {
+            a = g / (1.0f + expf(-g));
+        } else {
+            float r = g > 0 ? g : 0;
+            a = r * r;
+        }
+        gate[i] = a * up[i];
+    }
+}
+
+static void cpu_act_quant_i8(ob_backend *b, float *x, int n, int dim) {
+    for (int i = 0; i < n; i++) {
+        float *xi = x + (size_t)i * dim;
+        float mx = 0;
+        for (int k = 0; k < dim; k++) mx = fmaxf(mx, fabsf(xi[k]));
+        if (mx < 1e-5f) mx = 1e-5f;
+        float s = 127.0f / mx;
+        for (int k = 0; k < dim; k++) {
+            float q = nearbyintf(xi[k] * s); /* round half to even, as torch.round */
+            if (q > 127) q = 127;
+            if (q < -128) q = -128;
+            xi[k] = q / s;
+        }
+    }
+}
+
+static void cpu_copy(ob_backend *b, void *dst, const void *src, size_t size) { memmove(dst, src, size); }
+static void cpu_sync(ob_backend *b) {}
+
+ob_backend *ob_backend_cpu_new(void) {
+    ob_backend *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->name = "cpu";
+    b->init = cpu_init;
+    b->free = cpu_free;
+    b->mem_info = cpu_mem_info;
+    b->alloc = cpu_alloc;
+    b->dealloc = cpu_dealloc;
+    b->upload = cpu_upload;
+    b->download = cpu_download;
+    b->supports = cpu_supports;
+    b->matmul = cpu_matmul;
+    b->get_rows = cpu_get_rows;
+    b->rmsnorm = cpu_rmsnorm;
+    b->rope = cpu_rope;
+    b->kv_write = cpu_kv_write;
+    b->attention = cpu_attention;
+    b->add = cpu_add;
+    b->add_bias = cpu_add_bias;
+    b->glu = cpu_glu;
+    b->act_quant_i8 = cpu_act_quant_i8;
+    b->copy = cpu_copy;
+    b->sync = cpu_sync;
+    return b;
+}

@@ -1,0 +1,19 @@
+/* threadpool.h — persistent worker threads for the CPU backend.
+ *
+ * Owns: n-1 workers created once; ob_pool_run hands every thread (the caller too) the same
+ * function with its thread index and waits until all return. No thread is created per op.
+ * Does not own: how an op splits its work (the op takes ith/nth and picks its share).
+ */
+#ifndef OB_THREADPOOL_H
+#define OB_THREADPOOL_H
+
+typedef struct ob_pool ob_pool;
+typedef void (*ob_pool_fn)(void *ctx, int ith, int nth);
+
+ob_pool *ob_pool_new(int n_threads);
+void ob_pool_free(ob_pool *p);
+int ob_pool_size(const ob_pool *p);
+/* Runs fn(ctx, i, n) on every thread i in [0, n), returning when all are done. */
+void ob_pool_run(ob_pool *p, ob_pool_fn fn, void *ctx);
+
+#endif

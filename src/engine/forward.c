@@ -1,0 +1,252 @@
+/* forward.c — inference contexts and the forward pass.
+ *
+ * Owns: the KV cache (float32, [n_layer][n_seq][n_ctx][n_head_kv*head_dim] for K and for V),
+ * activation scratch sized at creation for n_batch tokens, validation of every batch, and the
+ * order of backend ops that makes one transformer step for any architecture in the table.
+ * Does not own: the ops themselves (backend), weights (model.c), sampling (sampler.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model.h"
+#include "format/quant.h"
+
+#include "util/err.h"
+
+struct ob_ctx {
+    ob_model_t *m;
+    ob_backend *be;
+    int n_ctx, n_seq, n_batch;
+    float **k_cache, **v_cache; /* [n_layer] each -> [n_seq][n_ctx][kv_dim] */
+    int32_t *seq_len;           /* [n_seq] positions filled */
+    /* activation scratch, [n_batch][...] */
+    float *x;                   /* [n_batch][n_embd] residual stream */
+    float *h;                   /* [n_batch][max(n_embd, q_dim)] normed input / projections out */
+    float *q;                   /* [n_batch][q_dim] */
+    float *k, *v;               /* [n_batch][kv_dim] */
+    float *att;                 /* [n_batch][q_dim] */
+    float *gate, *up;           /* [n_batch][n_ff] */
+    int32_t *seq0;              /* [n_batch] zeros: the default sequence ids */
+    int32_t *out_rows;          /* [n_batch] rows that asked for logits */
+    float *logits;              /* host [cap_out][n_vocab] */
+    float *dlogits;             /* device [chunk_out][n_vocab]: the vocabulary matmul's output */
+    int cap_out, chunk_out, n_out;
+};
+
+ob_ctx_params ob_ctx_default_params(void) {
+    ob_ctx_params p = {0, 1, 512};
+    return p;
+}
+
+static void *balloc(ob_ctx_t *c, size_t bytes) { return c->be->alloc(c->be, bytes); }
+
+void ob_ctx_free(ob_ctx_t *c) {
+    if (!c) return;
+    ob_backend *be = c->be;
+    for (int l = 0; c->k_cache && l < c->m->hp.n_layer; l++) {
+        be->dealloc(be, c->k_cache[l]);
+        be->dealloc(be, c->v_cache[l]);
+    }
+    free(c->k_cache);
+    free(c->v_cache);
+    float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->gate, c->up};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->dealloc(be, bufs[i]);
+    free(c->seq_len);
+    free(c->seq0);
+    free(c->out_rows);
+    free(c->logits);
+    if (c->dlogits) be->dealloc(be, c->dlogits);
+    free(c);
+}
+
+int ob_ctx_new(ob_model_t *m, const ob_ctx_params *p, ob_ctx_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    ob_ctx_params dp = ob_ctx_default_params();
+    if (!p) p = &dp;
+    const ob_hparams *hp = &m->hp;
+    ob_ctx_t *c = calloc(1, sizeof *c);
+    if (!c) return ERR("context: out of memory");
+    c->m = m;
+    c->be = m->be;
+    c->n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    c->n_seq = p->n_seq > 0 ? p->n_seq : 1;
+    c->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (c->n_ctx > (1 << 22) || c->n_seq > 4096 || c->n_batch > (1 << 16)) {
+        ob_ctx_free(c);
+        return ERR("context: n_ctx %d / n_seq %d / n_batch %d too large", p->n_ctx, p->n_seq, p->n_batch);
+    }
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim, q_dim = (size_t)hp->n_head * hp->head_dim;
+    size_t cache_floats = (size_t)c->n_seq * c->n_ctx * kv_dim;
+    c->k_cache = calloc((size_t)hp->n_layer, sizeof(float *));
+    c->v_cache = calloc((size_t)hp->n_layer, sizeof(float *));
+    int ok = c->k_cache && c->v_cache;
+    for (int l = 0; ok && l < hp->n_layer; l++) {
+        c->k_cache[l] = balloc(c, cache_floats * sizeof(float));
+        c->v_cache[l] = balloc(c, cache_floats * sizeof(float));
+        ok = c->k_cache[l] && c->v_cache[l];
+    }
+    size_t nb = (size_t)c->n_batch, wide = q_dim > (size_t)hp->n_embd ? q_dim : (size_t)hp->n_embd;
+    if (ok) {
+        c->x = balloc(c, nb * hp->n_embd * sizeof(float));
+        c->h = balloc(c, nb * wide * sizeof(float));
+        c->q = balloc(c, nb * q_dim * sizeof(float));
+        c->k = balloc(c, nb * kv_dim * sizeof(float));
+        c->v = balloc(c, nb * kv_dim * sizeof(float));
+        c->att = balloc(c, nb * q_dim * sizeof(float));
+        c->gate = balloc(c, nb * hp->n_ff * sizeof(float));
+        c->up = balloc(c, nb * hp->n_ff * sizeof(float));
+        c->seq_len = calloc((size_t)c->n_seq, sizeof(int32_t));
+        c->seq0 = calloc(nb, sizeof(int32_t));
+        c->out_rows = calloc(nb, sizeof(int32_t));
+        c->cap_out = c->n_seq < c->n_batch ? c->n_seq : c->n_batch;
+        c->chunk_out = c->cap_out;
+        c->logits = malloc((size_t)c->cap_out * hp->n_vocab * sizeof(float));
+        c->dlogits = balloc(c, (size_t)c->chunk_out * hp->n_vocab * sizeof(float));
+        ok = c->dlogits && c->x && c->h && c->q && c->k && c->v && c->att && c->gate && c->up && c->seq_len && c->seq0 &&
+             c->out_rows && c->logits;
+    }
+    if (!ok) {
+        ob_ctx_free(c);
+        return ERR("context: out of memory for n_ctx %d x n_seq %d (KV cache %.1f MiB)", p->n_ctx, p->n_seq,
+                   2.0 * hp->n_layer * cache_floats * sizeof(float) / 1048576.0);
+    }
+    *out = c;
+    return 0;
+}
+
+int32_t ob_ctx_n_ctx(const ob_ctx_t *c) { return c->n_ctx; }
+
+void ob_kv_seq_truncate(ob_ctx_t *c, int32_t seq, int32_t p0) {
+    if (seq < 0 || seq >= c->n_seq || p0 < 0) return;
+    if (p0 < c->seq_len[seq]) c->seq_len[seq] = p0;
+}
+
+int32_t ob_kv_seq_len(const ob_ctx_t *c, int32_t seq) {
+    return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
+}
+
+const float *ob_get_logits(const ob_ctx_t *c, int32_t j) {
+    if (j < 0 || j >= c->n_out) return NULL;
+    return c->logits + (size_t)j * c->m->hp.n_vocab;
+}
+
+/* Every token id, position and sequence is checked before any op runs: a bad batch changes
+ * nothing. Positions of a sequence must continue its cache without gaps. */
+static int check_batch(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, char *err, size_t errlen) {
+    if (b->n_tokens < 1 || b->n_tokens > c->n_batch)
+        return ERR("decode: batch of %d tokens (must be 1..%d)", b->n_tokens, c->n_batch);
+    int32_t *next = c->out_rows; /* borrowed as scratch: expected next position per sequence */
+    if (c->n_seq > c->n_batch) {
+        /* rare: more sequences than batch rows; check pairwise instead */
+        next = NULL;
+    }
+    for (int s = 0; next && s < c->n_seq; s++) next[s] = c->seq_len[s];
+    for (int i = 0; i < b->n_tokens; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= c->m->hp.n_vocab)
+            return ERR("decode: token %d (index %d) is outside the vocabulary (0..%d)", b->tokens[i], i, c->m->hp.n_vocab - 1);
+        if (seq[i] < 0 || seq[i] >= c->n_seq) return ERR("decode: sequence %d (index %d) out of range (0..%d)", seq[i], i, c->n_seq - 1);
+        if (b->pos[i] < 0 || b->pos[i] >= c->n_ctx)
+            return ERR("decode: position %d exceeds the context size %d", b->pos[i], c->n_ctx);
+        int32_t want;
+        if (next) {
+            want = next[seq[i]]++;
+        } else {
+            want = c->seq_len[seq[i]];
+            for (int j = 0; j < i; j++) want += seq[j] == seq[i];
+        }
+        if (b->pos[i] != want)
+            return ERR("decode: token %d of sequence %d is at position %d, expected %d", i, seq[i], b->pos[i], want);
+    }
+    return 0;
+}
+
+/* x [n][dim] -> x, quantized as BitNet does when the architecture asks for it. */
+static void maybe_act_quant(ob_ctx_t *c, float *x, int n, int dim) {
+    if (c->m->arch->flags & OB_ARCH_ACT_QUANT) c->be->act_quant_i8(c->be, x, n, dim);
+}
+
+static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const int32_t *seq) {
+    ob_model_t *m = c->m;
+    ob_backend *be = c->be;
+    const ob_hparams *hp = &m->hp;
+    const ob_layer *L = &m->layers[il];
+    int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+
+    be->rmsnorm(be, c->x, L->attn_norm, c->h, n, d, hp->eps);
+    maybe_act_quant(c, c->h, n, d);
+    be->matmul(be, &L->wq, c->h, c->q, n);
+    be->matmul(be, &L->wk, c->h, c->k, n);
+    be->matmul(be, &L->wv, c->h, c->v, n);
+    if (L->bq) be->add_bias(be, c->q, L->bq, n, qd);
+    if (L->bk) be->add_bias(be, c->k, L->bk, n, kvd);
+    if (L->bv) be->add_bias(be, c->v, L->bv, n, kvd);
+    if (L->q_norm) be->rmsnorm(be, c->q, L->q_norm, c->q, n * hp->n_head, hp->head_dim, hp->eps);
+    if (L->k_norm) be->rmsnorm(be, c->k, L->k_norm, c->k, n * hp->n_head_kv, hp->head_dim, hp->eps);
+    be->rope(be, c->q, n, hp->n_head, hp->head_dim, pos, &hp->rope);
+    be->rope(be, c->k, n, hp->n_head_kv, hp->head_dim, pos, &hp->rope);
+    be->kv_write(be, c->k_cache[il], c->k, n, kvd, c->n_ctx, pos, seq);
+    be->kv_write(be, c->v_cache[il], c->v, n, kvd, c->n_ctx, pos, seq);
+
+    ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], n, hp->n_head, hp->n_head_kv, hp->head_dim,
+                      c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
+    be->attention(be, &a);
+    if (L->attn_sub_norm) be->rmsnorm(be, c->att, L->attn_sub_norm, c->att, n, qd, hp->eps);
+    maybe_act_quant(c, c->att, n, qd);
+    be->matmul(be, &L->wo, c->att, c->h, n);
+    be->add(be, c->x, c->h, (size_t)n * d);
+
+    be->rmsnorm(be, c->x, L->ffn_norm, c->h, n, d, hp->eps);
+    maybe_act_quant(c, c->h, n, d);
+    be->matmul(be, &L->ffn_gate, c->h, c->gate, n);
+    be->matmul(be, &L->ffn_up, c->h, c->up, n);
+    be->glu(be, m->arch->ffn_act, c->gate, c->up, (size_t)n * hp->n_ff);
+    if (L->ffn_sub_norm) be->rmsnorm(be, c->gate, L->ffn_sub_norm, c->gate, n, hp->n_ff, hp->eps);
+    maybe_act_quant(c, c->gate, n, hp->n_ff);
+    be->matmul(be, &L->ffn_down, c->gate, c->h, n);
+    be->add(be, c->x, c->h, (size_t)n * d);
+}
+
+int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
+    ob_model_t *m = c->m;
+    ob_backend *be = c->be;
+    const ob_hparams *hp = &m->hp;
+    c->n_out = 0;
+    if (!b || !b->tokens || !b->pos) return ERR("decode: empty batch");
+    const int32_t *seq = b->seq ? b->seq : c->seq0;
+    if (check_batch(c, b, seq, err, errlen)) return -1;
+    int n = b->n_tokens, d = hp->n_embd;
+
+    be->get_rows(be, &m->tok_embd, b->tokens, n, c->x);
+    for (int il = 0; il < hp->n_layer; il++) layer_forward(c, il, n, b->pos, seq);
+    for (int i = 0; i < n; i++)
+        if (b->pos[i] + 1 > c->seq_len[seq[i]]) c->seq_len[seq[i]] = b->pos[i] + 1;
+
+    /* Only rows that asked for logits go through the output norm and the vocabulary matmul,
+     * compacted to the front of h. */
+    int n_out = 0;
+    for (int i = 0; i < n; i++) {
+        int want = b->want_logits ? b->want_logits[i] != 0 : i == n - 1;
+        if (!want) continue;
+        be->copy(be, c->h + (size_t)n_out * d, c->x + (size_t)i * d, (size_t)d * sizeof(float));
+        c->out_rows[n_out++] = i;
+    }
+    if (n_out == 0) return 0;
+    if (n_out > c->cap_out) {
+        /* Grows once to the largest request seen (e.g. perplexity asks for every row). */
+        float *nl = realloc(c->logits, (size_t)n_out * hp->n_vocab * sizeof(float));
+        if (!nl) return ERR("decode: out of memory for %d rows of logits", n_out);
+        c->logits = nl;
+        c->cap_out = n_out;
+    }
+    be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);
+    for (int i0 = 0; i0 < n_out; i0 += c->chunk_out) {
+        int cnt = n_out - i0 < c->chunk_out ? n_out - i0 : c->chunk_out;
+        be->matmul(be, &m->output, c->h + (size_t)i0 * d, c->dlogits, cnt);
+        be->download(be, c->logits + (size_t)i0 * hp->n_vocab, c->dlogits, (size_t)cnt * hp->n_vocab * sizeof(float));
+    }
+    be->sync(be);
+    c->n_out = n_out;
+    return 0;
+}

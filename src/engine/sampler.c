@@ -1,0 +1,419 @@
+/* sampler.c — turning one row of logits into the next token.
+ *
+ * Owns: the sampler chain of llama.cpp's common sampler, in its order — penalties (repeat,
+ * then frequency and presence), then greedy if temp <= 0, else top-k, top-p, min-p,
+ * temperature, softmax and a draw from a seeded xoshiro256** generator; the penalty window
+ * (ring of the last penalty_last_n accepted tokens plus per-token counts); all scratch, sized
+ * by n_vocab in ob_sampler_new so that ob_sampler_sample never allocates.
+ * Does not own: grammar constraints (a later module masks logits before this), choosing a
+ * seed (front ends pick a random one when the user gives none).
+ *
+ * Semantics worth knowing:
+ * - Penalties, as llama.cpp: for each token seen c > 0 times in the window, a logit > 0 is
+ *   divided by repeat_penalty and a logit <= 0 multiplied by it; then c * frequency_penalty +
+ *   presence_penalty is subtracted (OpenAI). penalty_last_n = -1 counts every accepted token.
+ * - Bad logits: NaN counts as -inf (never drawn), +inf as FLT_MAX (so several +inf share the
+ *   mass). If every logit is -inf or NaN the answer is token 0, in greedy and sampled modes.
+ * - Greedy ties and candidate order ties go to the lowest token id.
+ * - top-p works on probabilities renormalised over the top-k survivors (as llama.cpp) and keeps
+ *   the smallest prefix whose mass reaches top_p (at least one token). min-p keeps tokens with
+ *   p >= min_p * p_max, i.e. logit >= max + log(min_p); min_p >= 1 keeps only the top logit
+ *   (and its ties). Both run at temperature 1; temperature is applied to the survivors only.
+ *   top-p and min-p each keep a prefix of the sorted order, so their combination is the
+ *   shorter prefix whichever runs first.
+ * - Cost per call, V = n_vocab: one O(V) pass for the max (logits are read in place; with
+ *   penalties on, copied first and only the window's tokens rewritten); top-k by a bounded
+ *   heap (O(V) compares in practice, O(V log k) worst) then a heapsort of the k survivors.
+ *   Without top-k, top-p uses a histogram of probability mass by distance from the max logit
+ *   (bins of 1/4 logit): only the tokens in the bin where the cumulative mass crosses top_p
+ *   (and the next, as slack for rounding) are sorted; everything above is kept unsorted.
+ * - Sums are in double; the draw uses 53 random bits. Same seed + same logits and accepted
+ *   tokens -> same tokens, on any host.
+ */
+#include "engine/sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OB_SAMPLER_BINS 128      /* covers logits within 32 of the max; beyond: last bin */
+#define OB_SAMPLER_BIN_SCALE 4.0f /* bins per unit of logit */
+
+typedef struct {
+    float w;                 /* logit after penalties; later, the unnormalised probability */
+    int32_t id;
+} ob_cand;
+
+struct ob_sampler {
+    ob_sampler_params p;
+    int32_t n_vocab;
+    uint64_t rng[4];         /* xoshiro256** state */
+    uint64_t rng0[4];        /* state after seeding: ob_sampler_reset returns to it */
+    float *w;                /* [n_vocab] logits after penalties (only used when penalties are on) */
+    ob_cand *cand;           /* [n_vocab] candidate tokens */
+    int32_t *count;          /* [n_vocab] occurrences of each token in the penalty window */
+    int32_t *ring;           /* [penalty_last_n] window, oldest at ring_head; NULL unless last_n > 0 */
+    int32_t ring_head, ring_len;
+    int32_t *seen;           /* [n_vocab] distinct accepted tokens; only when penalty_last_n == -1 */
+    int32_t n_seen;
+    float *prob;             /* [n_vocab] exp(logit - max), top-p without top-k */
+    double bin_mass[OB_SAMPLER_BINS]; /* top-p histogram scratch */
+};
+
+/* ---- RNG: splitmix64 seeding, xoshiro256** (Blackman & Vigna) ------------------------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl64(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t xoshiro_next(uint64_t s[4]) {
+    uint64_t r = rotl64(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4]) {
+    return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53;
+}
+
+/* ---- candidate ordering: higher logit first, then lower id ------------------------------ */
+
+static inline int cand_worse(const ob_cand *a, const ob_cand *b) {
+    return a->w < b->w || (a->w == b->w && a->id > b->id);
+}
+
+/* Min-heap by goodness: the worst candidate sits at h[0]. */
+static void heap_sift_down(ob_cand *h, int32_t n, int32_t i) {
+    ob_cand x = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && cand_worse(&h[c + 1], &h[c])) c++;
+        if (!cand_worse(&h[c], &x)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+static void heap_build(ob_cand *h, int32_t n) {
+    for (int32_t i = n / 2 - 1; i >= 0; i--) heap_sift_down(h, n, i);
+}
+
+/* Sorts best-first, in place, without allocating (qsort may allocate). */
+static void cand_sort(ob_cand *c, int32_t n) {
+    heap_build(c, n);
+    for (int32_t end = n - 1; end > 0; end--) {
+        ob_cand t = c[0];
+        c[0] = c[end];
+        c[end] = t;
+        heap_sift_down(c, end, 0);
+    }
+}
+
+static inline int mass_bin(float m, float w) {
+    float d = m - w;
+    return d < (float)OB_SAMPLER_BINS / OB_SAMPLER_BIN_SCALE ? (int)(d * OB_SAMPLER_BIN_SCALE)
+                                                             : OB_SAMPLER_BINS - 1;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------ */
+
+ob_sampler_params ob_sampler_default_params(void) {
+    ob_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.temp = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.penalty_last_n = 64;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.seed = 0;
+    return p;
+}
+
+/* NULL (nothing to report through: no err parameter in this API) for n_vocab <= 0,
+ * non-finite float parameters, repeat_penalty <= 0, penalty_last_n < -1, or out of memory.
+ * p == NULL means ob_sampler_default_params(). */
+ob_sampler_t *ob_sampler_new(const ob_sampler_params *p, int32_t n_vocab) {
+    ob_sampler_params d = p ? *p : ob_sampler_default_params();
+    if (n_vocab <= 0) return NULL;
+    if (!isfinite(d.temp) || !isfinite(d.top_p) || !isfinite(d.min_p) ||
+        !isfinite(d.repeat_penalty) || !isfinite(d.presence_penalty) ||
+        !isfinite(d.frequency_penalty))
+        return NULL;
+    if (d.repeat_penalty <= 0.0f || d.penalty_last_n < -1) return NULL;
+
+    ob_sampler_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = d;
+    s->n_vocab = n_vocab;
+    s->w = malloc((size_t)n_vocab * sizeof *s->w);
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->count = calloc((size_t)n_vocab, sizeof *s->count);
+    s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
+    if (d.penalty_last_n > 0) s->ring = malloc((size_t)d.penalty_last_n * sizeof *s->ring);
+    if (d.penalty_last_n < 0) s->seen = malloc((size_t)n_vocab * sizeof *s->seen);
+    if (!s->w || !s->cand || !s->count || !s->prob || (d.penalty_last_n > 0 && !s->ring) ||
+        (d.penalty_last_n < 0 && !s->seen)) {
+        ob_sampler_free(s);
+        return NULL;
+    }
+    uint64_t x = d.seed;
+    for (int i = 0; i < 4; i++) s->rng0[i] = splitmix64(&x);
+    memcpy(s->rng, s->rng0, sizeof s->rng);
+    return s;
+}
+
+void ob_sampler_free(ob_sampler_t *s) {
+    if (!s) return;
+    free(s->w);
+    free(s->cand);
+    free(s->count);
+    free(s->ring);
+    free(s->seen);
+    free(s->prob);
+    free(s);
+}
+
+void ob_sampler_reset(ob_sampler_t *s) {
+    if (!s) return;
+    memcpy(s->rng, s->rng0, sizeof s->rng);
+    memset(s->count, 0, (size_t)s->n_vocab * sizeof *s->count);
+    s->ring_head = 0;
+    s->ring_len = 0;
+    s->n_seen = 0;
+}
+
+/* Ids outside [0, n_vocab) are ignored: they cannot be penalised and must not corrupt counts. */
+void ob_sampler_accept(ob_sampler_t *s, int32_t token) {
+    if (!s || token < 0 || token >= s->n_vocab || s->p.penalty_last_n == 0) return;
+    if (s->p.penalty_last_n > 0) {
+        int32_t cap = s->p.penalty_last_n;
+        if (s->ring_len == cap) { /* full: the oldest leaves the window */
+            s->count[s->ring[s->ring_head]]--;
+            s->ring[s->ring_head] = token;
+            s->ring_head = s->ring_head + 1 == cap ? 0 : s->ring_head + 1;
+        } else {
+            int32_t at = s->ring_head + s->ring_len;
+            s->ring[at >= cap ? at - cap : at] = token;
+            s->ring_len++;
+        }
+    } else if (s->count[token] == 0) {
+        s->seen[s->n_seen++] = token;
+    }
+    if (s->count[token] < INT32_MAX) s->count[token]++;
+}
+
+/* ---- sampling ------------------------------------------------------------------------- */
+
+/* +inf -> FLT_MAX, so that exp(l - max) is 1 rather than NaN for each +inf token. */
+static inline float clamp_inf(float l) {
+    return l > FLT_MAX ? FLT_MAX : l;
+}
+
+static inline float penalise(float l, int32_t c, const ob_sampler_params *p) {
+    l = l > 0.0f ? l / p->repeat_penalty : l * p->repeat_penalty;
+    return l - ((float)c * p->frequency_penalty + p->presence_penalty);
+}
+
+/* s->w = logits with the penalties applied to each distinct token in the window, once. */
+static void apply_penalties(ob_sampler_t *s, const float *logits) {
+    const ob_sampler_params *p = &s->p;
+    float *w = s->w;
+    int32_t *cnt = s->count;
+    memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
+    if (p->penalty_last_n > 0) {
+        /* A token may sit in the ring several times: its count is negated once penalised,
+         * and restored in a second walk. */
+        for (int32_t j = 0; j < s->ring_len; j++) {
+            int32_t t = s->ring[j];
+            if (cnt[t] > 0) {
+                w[t] = penalise(w[t], cnt[t], p);
+                cnt[t] = -cnt[t];
+            }
+        }
+        for (int32_t j = 0; j < s->ring_len; j++) {
+            int32_t t = s->ring[j];
+            if (cnt[t] < 0) cnt[t] = -cnt[t];
+        }
+    } else {
+        for (int32_t j = 0; j < s->n_seen; j++) {
+            int32_t t = s->seen[j];
+            w[t] = penalise(w[t], cnt[t], p);
+        }
+    }
+}
+
+/* Lowest id holding the largest logit (NaN never wins); 0 if nothing beats -inf. The max,
+ * with +inf clamped, goes to *max_out (-inf if nothing is finite or +inf). */
+static int32_t argmax(const float *l, int32_t n, float *max_out) {
+    float m = -INFINITY;
+    int32_t am = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (l[i] > m) {
+            m = l[i];
+            am = i;
+        }
+    }
+    *max_out = clamp_inf(m);
+    return am;
+}
+
+/* The k best tokens of l into c (unordered); NaN and -inf never enter. Returns how many
+ * (fewer than k when fewer are finite). */
+static int32_t select_top_k(const float *l, int32_t n_vocab, int32_t k, ob_cand *c) {
+    int32_t n = 0, i = 0;
+    for (; i < n_vocab && n < k; i++)
+        if (l[i] > -INFINITY) c[n++] = (ob_cand){clamp_inf(l[i]), i};
+    heap_build(c, n);
+    /* Later ids lose ties, so only a strictly greater logit displaces the root; NaN compares
+     * false and is skipped. */
+    if (n == k) {
+        for (; i < n_vocab; i++) {
+            if (l[i] > c[0].w) {
+                c[0] = (ob_cand){clamp_inf(l[i]), i};
+                heap_sift_down(c, n, 0);
+            }
+        }
+    }
+    return n;
+}
+
+int32_t ob_sampler_sample(ob_sampler_t *s, const float *logits) {
+    if (!s || !logits) return -1;
+    const ob_sampler_params *p = &s->p;
+    const int32_t V = s->n_vocab;
+    const float *l = logits;
+    if (p->penalty_last_n != 0 &&
+        (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f)) {
+        apply_penalties(s, logits);
+        l = s->w;
+    }
+    float m;
+    int32_t am = argmax(l, V, &m);
+    if (p->temp <= 0.0f || m == -INFINITY) return am;
+
+    ob_cand *c = s->cand;
+    int use_k = p->top_k > 0 && p->top_k < V;
+    int use_p = p->top_p < 1.0f;
+    /* min-p as a logit threshold; clamped so the max itself always survives. Finite, so that
+     * "l >= thr" also drops NaN and -inf. */
+    float thr = -FLT_MAX;
+    if (p->min_p > 0.0f) {
+        thr = m + logf(p->min_p);
+        if (thr > m) thr = m;
+        if (thr < -FLT_MAX) thr = -FLT_MAX;
+    }
+
+    int32_t n = 0;
+    if (use_k) {
+        n = select_top_k(l, V, p->top_k, c);
+        if (use_p) {
+            cand_sort(c, n);
+            double z = 0.0, cum = 0.0;
+            for (int32_t j = 0; j < n; j++) z += expf(c[j].w - m);
+            double target = (double)p->top_p * z;
+            int32_t keep = 0;
+            while (keep < n && (keep == 0 || cum < target)) cum += expf(c[keep++].w - m);
+            n = keep;
+        }
+        int32_t k = 0; /* min-p, order kept */
+        for (int32_t j = 0; j < n; j++)
+            if (c[j].w >= thr) c[k++] = c[j];
+        n = k;
+    } else if (use_p) {
+        /* Mass per distance-from-max bin; the bin where the cumulative mass reaches top_p
+         * holds the nucleus boundary. Bins above it are kept whole, unsorted. */
+        double *bm = s->bin_mass;
+        float *e = s->prob;
+        memset(bm, 0, sizeof s->bin_mass);
+        for (int32_t i = 0; i < V; i++) {
+            float x = l[i];
+            if (!(x > -INFINITY)) { /* NaN, -inf */
+                e[i] = 0.0f;
+                continue;
+            }
+            x = clamp_inf(x);
+            e[i] = expf(x - m);
+            bm[mass_bin(m, x)] += e[i];
+        }
+        double z = 0.0;
+        for (int b = 0; b < OB_SAMPLER_BINS; b++) z += bm[b];
+        double target = (double)p->top_p * z, cum = 0.0;
+        int bstar = OB_SAMPLER_BINS - 1;
+        for (int b = 0; b < OB_SAMPLER_BINS; b++) {
+            cum += bm[b];
+            if (cum >= target) {
+                bstar = b;
+                break;
+            }
+        }
+        /* Tokens in bins < bstar: surely kept. Bins bstar and bstar+1 (slack against the
+         * rounding of summing in another order): sorted, kept until the mass reaches top_p.
+         * When the boundary falls in the last (open-ended) bin, everything finite is sorted. */
+        int last = bstar + 1 >= OB_SAMPLER_BINS - 1 ? OB_SAMPLER_BINS : bstar + 1;
+        int32_t n_sure = 0, n_edge = 0;
+        double sure_mass = 0.0;
+        /* Sure tokens fill c from the front, edge tokens from the back. */
+        for (int32_t i = 0; i < V; i++) {
+            float x = l[i];
+            if (!(x >= thr)) continue; /* also NaN, -inf */
+            x = clamp_inf(x);
+            int b = mass_bin(m, x);
+            if (b < bstar) {
+                c[n_sure++] = (ob_cand){x, i};
+                sure_mass += e[i];
+            } else if (b <= last) {
+                c[V - 1 - n_edge++] = (ob_cand){x, i};
+            }
+        }
+        ob_cand *edge = c + V - n_edge;
+        cand_sort(edge, n_edge);
+        cum = sure_mass;
+        n = n_sure;
+        for (int32_t j = 0; j < n_edge && (n == 0 || cum < target); j++) {
+            cum += e[edge[j].id];
+            c[n++] = edge[j]; /* n <= n_sure + j: never overwrites an edge token unread */
+        }
+    } else {
+        for (int32_t i = 0; i < V; i++)
+            if (l[i] >= thr) c[n++] = (ob_cand){clamp_inf(l[i]), i};
+    }
+    if (n == 0) return am; /* cannot happen (the max survives every filter); kept as a guard */
+
+    /* Temperature, softmax (unnormalised: the draw scales by the sum), draw. Divide rather
+     * than multiply by 1/temp: for a tiny temp, 1/temp is inf and 0 * inf NaN. */
+    const float temp = p->temp;
+    double sum = 0.0;
+    for (int32_t j = 0; j < n; j++) {
+        c[j].w = expf((c[j].w - m) / temp);
+        sum += c[j].w;
+    }
+    double u = rng_uniform(s->rng) * sum, acc = 0.0;
+    int32_t last_id = am;
+    for (int32_t j = 0; j < n; j++) {
+        if (c[j].w <= 0.0f) continue;
+        acc += c[j].w;
+        last_id = c[j].id;
+        if (u < acc) return c[j].id;
+    }
+    return last_id; /* u landed past the rounded total: the last token with mass */
+}

@@ -1,0 +1,186 @@
+/* bench.c — `1bit bench`: prompt-processing and decode speed, measured like llama-bench.
+ *
+ * Owns: the test matrix (prompt sizes x generation sizes x thread counts), timing with a
+ * warm-up run excluded, mean and standard deviation of tokens/s over repetitions, and the
+ * Markdown / JSON / JSONL report.
+ * Method (as llama-bench): ppN decodes N random tokens in batches of -b into an empty cache;
+ * tgN decodes N tokens one at a time into an empty cache. Each repetition starts from an
+ * empty cache; the first (warm-up) run of each test is not counted.
+ * Does not own: serving benchmarks against a URL (the serving-bench issue adds them here).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "onebit.h"
+#include "tools/tools.h"
+
+#define MAX_LIST 16
+
+typedef struct { int v[MAX_LIST]; int n; } int_list;
+
+static int parse_list(const char *flag, const char *s, int_list *out) {
+    out->n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 1000000 || out->n == MAX_LIST) {
+            fprintf(stderr, "bench: option '%s': bad value list '%s'\n", flag, s);
+            return -1;
+        }
+        out->v[out->n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') { fprintf(stderr, "bench: option '%s': bad value list\n", flag); return -1; }
+    }
+    return out->n ? 0 : -1;
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: 1bit bench -m FILE.gguf [options]\n"
+            "  -m, --model FILE       GGUF model\n"
+            "  -p, --n-prompt LIST    prompt sizes, comma-separated (default 512)\n"
+            "  -n, --n-gen LIST       generation sizes (default 128)\n"
+            "  -t, --threads LIST     thread counts (default: all cores)\n"
+            "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
+            "  -r, --repetitions N    timed runs per test (default 5; one warm-up run is added)\n"
+            "  -o, --output FMT       md (default), json (array) or jsonl (one object per line)\n"
+            "  --device D             cpu (default) | cuda | auto\n");
+    return 2;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* One timed run; returns seconds, or -1 on error. */
+static double run_once(ob_ctx_t *c, int n_vocab, int n_prompt, int n_gen, int n_batch, int32_t *tok, int32_t *pos,
+                       uint64_t *rng) {
+    char err[512];
+    ob_kv_seq_truncate(c, 0, 0);
+    int64_t t0 = ob_time_us();
+    for (int i0 = 0; i0 < n_prompt; i0 += n_batch) {
+        int cnt = n_prompt - i0 < n_batch ? n_prompt - i0 : n_batch;
+        for (int k = 0; k < cnt; k++) {
+            tok[k] = (int32_t)(rng_next(rng) % (uint64_t)n_vocab);
+            pos[k] = i0 + k;
+        }
+        ob_batch b = {cnt, tok, pos, NULL, NULL};
+        if (ob_decode(c, &b, err, sizeof err)) { fprintf(stderr, "bench: %s\n", err); return -1; }
+    }
+    for (int i = 0; i < n_gen; i++) {
+        tok[0] = (int32_t)(rng_next(rng) % (uint64_t)n_vocab);
+        pos[0] = n_prompt + i;
+        ob_batch b = {1, tok, pos, NULL, NULL};
+        if (ob_decode(c, &b, err, sizeof err)) { fprintf(stderr, "bench: %s\n", err); return -1; }
+    }
+    return (ob_time_us() - t0) / 1e6;
+}
+
+typedef struct {
+    int n_prompt, n_gen, threads;
+    double avg, sd;
+    double *samples;
+    int n_samples;
+} result;
+
+int ob_cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL, *fmt = "md", *device = "cpu";
+    int_list lp = {{512}, 1}, ln = {{128}, 1}, lt = {{0}, 1};
+    int n_batch = 512, reps = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) model_path = argv[++i];
+        else if ((!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) && has) { if (parse_list(a, argv[++i], &lp)) return 2; }
+        else if ((!strcmp(a, "-n") || !strcmp(a, "--n-gen")) && has) { if (parse_list(a, argv[++i], &ln)) return 2; }
+        else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) { if (parse_list(a, argv[++i], &lt)) return 2; }
+        else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && has) n_batch = atoi(argv[++i]);
+        else if ((!strcmp(a, "-r") || !strcmp(a, "--repetitions")) && has) reps = atoi(argv[++i]);
+        else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has) fmt = argv[++i];
+        else if (!strcmp(a, "--device") && has) device = argv[++i];
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
+        else { fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a); return usage(); }
+    }
+    if (!model_path) { fprintf(stderr, "bench: no model given (-m FILE.gguf)\n"); return usage(); }
+    if (n_batch < 1 || n_batch > 65536 || reps < 1 || reps > 1000) { fprintf(stderr, "bench: -b or -r out of range\n"); return 2; }
+    if (strcmp(fmt, "md") && strcmp(fmt, "json") && strcmp(fmt, "jsonl")) { fprintf(stderr, "bench: -o must be md, json or jsonl\n"); return 2; }
+
+    /* Tests as llama-bench lists them: every prompt size alone, then every generation size alone. */
+    result res[3 * MAX_LIST * MAX_LIST];
+    int n_res = 0;
+    for (int t = 0; t < lt.n; t++) {
+        for (int i = 0; i < lp.n; i++) if (lp.v[i] > 0) res[n_res++] = (result){lp.v[i], 0, lt.v[t], 0, 0, NULL, 0};
+        for (int i = 0; i < ln.n; i++) if (ln.v[i] > 0) res[n_res++] = (result){0, ln.v[i], lt.v[t], 0, 0, NULL, 0};
+    }
+    char err[1024];
+    int rc = 0;
+    const ob_model_info *info = NULL;
+    for (int r = 0; r < n_res && rc == 0; r++) {
+        result *R = &res[r];
+        ob_model_params mp = ob_model_default_params();
+        mp.device = device;
+        mp.n_threads = R->threads;
+        ob_model_t *m = NULL;
+        if (ob_model_load(model_path, &mp, &m, err, sizeof err)) { fprintf(stderr, "bench: %s\n", err); return 1; }
+        info = ob_model_get_info(m);
+        static ob_model_info keep;
+        keep = *info;
+        info = &keep;
+        ob_ctx_params cp = ob_ctx_default_params();
+        cp.n_ctx = R->n_prompt + R->n_gen + 1;
+        cp.n_batch = n_batch;
+        ob_ctx_t *c = NULL;
+        if (ob_ctx_new(m, &cp, &c, err, sizeof err)) { fprintf(stderr, "bench: %s\n", err); ob_model_free(m); return 1; }
+        int32_t *tok = malloc((size_t)n_batch * sizeof *tok), *pos = malloc((size_t)n_batch * sizeof *pos);
+        uint64_t rng = 0x9E3779B97F4A7C15ull;
+        R->samples = calloc((size_t)reps, sizeof(double));
+        int n_tok = R->n_prompt + R->n_gen;
+        for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
+            double s = run_once(c, info->n_vocab, R->n_prompt, R->n_gen, n_batch, tok, pos, &rng);
+            if (s < 0) { rc = 1; break; }
+            if (k >= 0) R->samples[R->n_samples++] = n_tok / s;
+        }
+        double sum = 0, sq = 0;
+        for (int k = 0; k < R->n_samples; k++) sum += R->samples[k];
+        R->avg = R->n_samples ? sum / R->n_samples : 0;
+        for (int k = 0; k < R->n_samples; k++) sq += (R->samples[k] - R->avg) * (R->samples[k] - R->avg);
+        R->sd = R->n_samples > 1 ? sqrt(sq / (R->n_samples - 1)) : 0;
+        if (R->threads <= 0) R->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        free(tok);
+        free(pos);
+        ob_ctx_free(c);
+        ob_model_free(m);
+        if (!strcmp(fmt, "md")) {
+            if (r == 0) {
+                printf("| model | size | params | backend | threads | test | t/s |\n");
+                printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+            }
+            char test[32];
+            if (R->n_prompt) snprintf(test, sizeof test, "pp%d", R->n_prompt);
+            else snprintf(test, sizeof test, "tg%d", R->n_gen);
+            printf("| %s %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f |\n", info->arch, info->type_name,
+                   info->size_bytes / 1073741824.0, info->n_params / 1e9, device, R->threads, test, R->avg, R->sd);
+        } else {
+            const char *sep = !strcmp(fmt, "json") ? (r == 0 ? "[\n  " : ",\n  ") : "";
+            printf("%s{\"model\": \"%s\", \"model_filename\": \"%s\", \"arch\": \"%s\", \"type\": \"%s\", "
+                   "\"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"%s\", \"n_batch\": %d, "
+                   "\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"repetitions\": %d, \"avg_ts\": %.6f, "
+                   "\"stddev_ts\": %.6f, \"samples_ts\": [",
+                   sep, info->name, model_path, info->arch, info->type_name, (unsigned long long)info->size_bytes,
+                   (unsigned long long)info->n_params, device, n_batch, R->n_prompt, R->n_gen, R->threads,
+                   R->n_samples, R->avg, R->sd);
+            for (int k = 0; k < R->n_samples; k++) printf("%s%.6f", k ? ", " : "", R->samples[k]);
+            printf("]}%s", !strcmp(fmt, "jsonl") ? "\n" : "");
+            if (!strcmp(fmt, "json") && r == n_res - 1) printf("\n]\n");
+        }
+        fflush(stdout);
+        free(R->samples);
+    }
+    return rc;
+}

@@ -1,0 +1,378 @@
+/* convert.c — `1bit convert`: a Hugging Face checkpoint (or random weights of a config's
+ * shape) -> a GGUF file that llama.cpp loads too.
+ *
+ * Owns: the tensor plan (which GGUF tensors, their shapes and output types), the per-tensor
+ * transforms llama.cpp applies (q/k row permutation for NORM rope, BitNet ternarization, llama3
+ * rope factors as rope_freqs.weight), random weights for speed work, and streaming each tensor
+ * through the writer one at a time (peak memory: one tensor as float32).
+ * Does not own: the GGUF format, quant layouts, the vocabulary keys (convert_vocab.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onebit.h"
+#include "engine/arch.h"
+#include "format/quant.h"
+#include "format/safetensors.h"
+#include "tools/convert.h"
+#include "tools/tools.h"
+#include "util/err.h"
+
+enum { SRC_HF, SRC_RANDOM, SRC_ROPE_FREQS };
+enum { ROLE_LINEAR, ROLE_EMBD, ROLE_OUTPUT, ROLE_NORM, ROLE_BIAS };
+
+typedef struct {
+    char name[96];           /* GGUF name */
+    const ob_st_tensor *st;  /* source tensor (SRC_HF) */
+    int src, role, type;
+    int n_dims;
+    int64_t ne[2];
+    int permute_heads;       /* > 0: permute rows for NORM rope with this many heads */
+} cv_tensor;
+
+typedef struct {
+    const ob_arch *arch;
+    ob_cv_hparams hp;
+    ob_st_t *st;
+    cv_tensor *t;
+    int n, cap;
+    uint64_t seed;
+    float *buf;              /* float32 staging for the tensor being written */
+    size_t buf_cap;
+} cv_state;
+
+static const struct { int type; uint32_t ftype; } ftypes[] = {
+    {OB_TYPE_F32, 0}, {OB_TYPE_F16, 1}, {OB_TYPE_Q4_0, 2}, {OB_TYPE_Q8_0, 7},
+    {OB_TYPE_BF16, 32}, {OB_TYPE_TQ1_0, 36}, {OB_TYPE_TQ2_0, 37},
+};
+
+static int add_tensor(cv_state *s, const char *name, int src, int role, int n_dims, int64_t ne0, int64_t ne1) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 256;
+        cv_tensor *nt = realloc(s->t, (size_t)s->cap * sizeof *nt);
+        if (!nt) return -1;
+        s->t = nt;
+    }
+    cv_tensor *t = &s->t[s->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->src = src;
+    t->role = role;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    return 0;
+}
+
+static int role_of(const char *gguf) {
+    if (strcmp(gguf, "token_embd.weight") == 0) return ROLE_EMBD;
+    if (strcmp(gguf, "output.weight") == 0) return ROLE_OUTPUT;
+    size_t l = strlen(gguf);
+    if (l > 5 && strcmp(gguf + l - 5, ".bias") == 0) return ROLE_BIAS;
+    if (strstr(gguf, "norm")) return ROLE_NORM;
+    return ROLE_LINEAR;
+}
+
+/* The expected tensor list of an architecture, as (name, n_in, n_out) with n_out 0 for vectors. */
+static int plan_expected(cv_state *s, int with_output) {
+    ob_cv_hparams *hp = &s->hp;
+    unsigned fl = s->arch->flags;
+    int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    int rc = add_tensor(s, "token_embd.weight", SRC_RANDOM, ROLE_EMBD, 2, d, hp->n_vocab);
+    rc |= add_tensor(s, "output_norm.weight", SRC_RANDOM, ROLE_NORM, 1, d, 1);
+    if (with_output) rc |= add_tensor(s, "output.weight", SRC_RANDOM, ROLE_OUTPUT, 2, d, hp->n_vocab);
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct { const char *n; int64_t in, out; int on; } L[] = {
+            {"attn_norm.weight", d, 0, 1},
+            {"attn_q.weight", d, qd, 1},
+            {"attn_k.weight", d, kvd, 1},
+            {"attn_v.weight", d, kvd, 1},
+            {"attn_q.bias", qd, 0, (fl & OB_ARCH_QKV_BIAS) != 0},
+            {"attn_k.bias", kvd, 0, (fl & OB_ARCH_QKV_BIAS) != 0},
+            {"attn_v.bias", kvd, 0, (fl & OB_ARCH_QKV_BIAS) != 0},
+            {"attn_q_norm.weight", hp->head_dim, 0, (fl & OB_ARCH_QK_NORM) != 0},
+            {"attn_k_norm.weight", hp->head_dim, 0, (fl & OB_ARCH_QK_NORM) != 0},
+            {"attn_sub_norm.weight", qd, 0, (fl & OB_ARCH_SUB_NORMS) != 0},
+            {"attn_output.weight", qd, d, 1},
+            {"ffn_norm.weight", d, 0, 1},
+            {"ffn_gate.weight", d, hp->n_ff, 1},
+            {"ffn_up.weight", d, hp->n_ff, 1},
+            {"ffn_sub_norm.weight", hp->n_ff, 0, (fl & OB_ARCH_SUB_NORMS) != 0},
+            {"ffn_down.weight", hp->n_ff, d, 1},
+        };
+        for (size_t k = 0; k < sizeof L / sizeof L[0]; k++) {
+            if (!L[k].on) continue;
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", il, L[k].n);
+            rc |= add_tensor(s, name, SRC_RANDOM, role_of(name), L[k].out ? 2 : 1, L[k].in, L[k].out ? L[k].out : 1);
+            if (fl & OB_ARCH_PERMUTE_QK) {
+                if (strcmp(L[k].n, "attn_q.weight") == 0) s->t[s->n - 1].permute_heads = hp->n_head;
+                if (strcmp(L[k].n, "attn_k.weight") == 0) s->t[s->n - 1].permute_heads = hp->n_head_kv;
+            }
+        }
+    }
+    return rc;
+}
+
+/* Binds the plan to the checkpoint: every expected tensor must be there with the right shape,
+ * and every checkpoint tensor must be expected (a silently dropped tensor is a wrong model). */
+static int plan_bind(cv_state *s, char *err, size_t errlen) {
+    for (int64_t i = 0; i < ob_st_n_tensors(s->st); i++) {
+        const ob_st_tensor *st = ob_st_tensor_at(s->st, i);
+        char g[128];
+        if (strstr(st->name, "rotary_emb.inv_freq")) continue; /* derived, not a weight */
+        if (ob_arch_map_tensor(st->name, g, sizeof g) != 0)
+            return ERR("convert: checkpoint tensor '%s' is not part of architecture %s", st->name, s->arch->hf_class);
+        if (st->dtype == OB_ST_U8 || st->dtype == OB_ST_I8)
+            return ERR("convert: tensor '%s' holds packed integer weights (dtype %s); pre-packed BitNet checkpoints are not convertible yet, use the bf16 master weights",
+                       st->name, ob_st_dtype_name(st->dtype));
+        cv_tensor *t = NULL;
+        for (int k = 0; k < s->n; k++)
+            if (strcmp(s->t[k].name, g) == 0) t = &s->t[k];
+        if (!t) return ERR("convert: checkpoint tensor '%s' (%s) is not expected for %s with this config", st->name, g, s->arch->hf_class);
+        int64_t want_rows = t->n_dims == 2 ? t->ne[1] : 1;
+        int ok = t->n_dims == 2 ? (st->n_dims == 2 && st->shape[0] == want_rows && st->shape[1] == t->ne[0])
+                                : (st->n_elements == t->ne[0]);
+        if (!ok) return ERR("convert: tensor '%s' has the wrong shape for config.json (expected %lld x %lld)", st->name,
+                            (long long)want_rows, (long long)t->ne[0]);
+        t->st = st;
+        t->src = SRC_HF;
+    }
+    for (int k = 0; k < s->n; k++)
+        if (s->t[k].src != SRC_HF) return ERR("convert: the checkpoint lacks tensor '%s'", s->t[k].name);
+    return 0;
+}
+
+static int out_type(const cv_state *s, const cv_tensor *t, int want) {
+    if (t->n_dims == 1 || t->src == SRC_ROPE_FREQS) return OB_TYPE_F32;
+    int type = want;
+    /* Embedding and output stay F16 in ternary files: they are not ternary (llama.cpp does the same). */
+    if ((want == OB_TYPE_TQ1_0 || want == OB_TYPE_TQ2_0) && (t->role == ROLE_EMBD || t->role == ROLE_OUTPUT)) type = OB_TYPE_F16;
+    const ob_type_traits *tr = ob_type_get(type);
+    if (t->ne[0] % tr->block_size != 0) type = OB_TYPE_F16; /* rows not a whole number of blocks */
+    return type;
+}
+
+/* ---- random weights --------------------------------------------------------------------- */
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Approximately normal(0, 1): sum of four 16-bit uniforms (Irwin-Hall), rescaled. Fast enough
+ * for 8B-parameter models; the shape of the distribution does not matter for speed work. */
+static void fill_random(float *dst, int64_t n, float mean, float std, uint64_t seed) {
+    const float k = std * (float)(sqrt(12.0 / 4.0) / 65536.0);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = splitmix(&seed);
+        int32_t sum = (int32_t)(r & 0xffff) + (int32_t)((r >> 16) & 0xffff) + (int32_t)((r >> 32) & 0xffff) +
+                      (int32_t)(r >> 48) - 2 * 65536;
+        dst[i] = mean + k * (float)sum;
+    }
+}
+
+static uint64_t name_hash(const char *s, uint64_t seed) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* ---- transforms ------------------------------------------------------------------------- */
+/* Rows of each head reordered (h, j, i) -> (h, i, j): HF's rotate_half pairs (i, i+hd/2)
+ * become adjacent pairs (2i, 2i+1), which is what NORM rope rotates. */
+static int permute_rows(float *w, int64_t rows, int64_t cols, int n_heads) {
+    int64_t hd = rows / n_heads, half = hd / 2;
+    float *tmp = malloc((size_t)(hd * cols) * sizeof(float));
+    if (!tmp) return -1;
+    for (int h = 0; h < n_heads; h++) {
+        float *head = w + (size_t)(h * hd * cols);
+        memcpy(tmp, head, (size_t)(hd * cols) * sizeof(float));
+        for (int64_t i = 0; i < half; i++)
+            for (int j = 0; j < 2; j++)
+                memcpy(head + (size_t)((2 * i + j) * cols), tmp + (size_t)((j * half + i) * cols), (size_t)cols * sizeof(float));
+    }
+    free(tmp);
+    return 0;
+}
+
+/* BitNet b1.58 weight quantization, as transformers computes it in float32:
+ * s = 1 / max(mean|w|, 1e-5); w = clamp(round(w*s), -1, 1) / s. */
+static void ternarize(float *w, int64_t n) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += fabsf(w[i]);
+    float mean = (float)(sum / (double)n);
+    float s = 1.0f / (mean > 1e-5f ? mean : 1e-5f);
+    for (int64_t i = 0; i < n; i++) {
+        float q = nearbyintf(w[i] * s);
+        q = q > 1 ? 1 : q < -1 ? -1 : q;
+        w[i] = q / s;
+    }
+}
+
+/* llama3 rope scaling as per-frequency divisors (GGUF rope_freqs.weight, llama.cpp's form). */
+static void llama3_factors(const ob_cv_hparams *hp, float *out) {
+    int n = hp->head_dim / 2;
+    double lo_wl = hp->orig_ctx / hp->low_freq_factor, hi_wl = hp->orig_ctx / hp->high_freq_factor;
+    for (int i = 0; i < n; i++) {
+        double freq = 1.0 / pow(hp->theta, (2.0 * i) / hp->head_dim);
+        double wl = 2 * M_PI / freq;
+        if (wl < hi_wl) {
+            out[i] = 1.0f;
+        } else if (wl > lo_wl) {
+            out[i] = (float)hp->rope_factor;
+        } else {
+            double smooth = (hp->orig_ctx / wl - hp->low_freq_factor) / (hp->high_freq_factor - hp->low_freq_factor);
+            out[i] = (float)(1.0 / ((1 - smooth) / hp->rope_factor + smooth));
+        }
+    }
+}
+
+static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err, size_t errlen) {
+    cv_state *s = ctx;
+    cv_tensor *t = &s->t[idx];
+    int64_t n = t->ne[0] * t->ne[1];
+    if ((size_t)n > s->buf_cap) {
+        free(s->buf);
+        s->buf = malloc((size_t)n * sizeof(float));
+        s->buf_cap = s->buf ? (size_t)n : 0;
+        if (!s->buf) return ERR("convert: out of memory for tensor '%s' (%lld floats)", t->name, (long long)n);
+    }
+    float *f = s->buf;
+    if (t->src == SRC_HF) {
+        if (ob_st_to_f32(t->st, f, err, errlen)) return -1;
+    } else if (t->src == SRC_ROPE_FREQS) {
+        llama3_factors(&s->hp, f);
+    } else {
+        uint64_t seed = name_hash(t->name, s->seed);
+        if (t->role == ROLE_NORM) fill_random(f, n, 1.0f, 0.05f, seed);
+        else if (t->role == ROLE_BIAS) fill_random(f, n, 0.0f, 0.02f, seed);
+        else fill_random(f, n, 0.0f, t->role == ROLE_LINEAR ? 0.02f : 0.05f, seed);
+    }
+    if (t->permute_heads > 0 && permute_rows(f, t->ne[1], t->ne[0], t->permute_heads))
+        return ERR("convert: out of memory permuting '%s'", t->name);
+    if ((s->arch->flags & OB_ARCH_TERNARY) && t->role == ROLE_LINEAR) ternarize(f, n);
+    const ob_type_traits *tr = ob_type_get(t->type);
+    if (ob_type_row_size(t->type, t->ne[0]) * (size_t)t->ne[1] != size)
+        return ERR("convert: internal size mismatch for '%s'", t->name);
+    tr->from_float(f, dst, n);
+    return 0;
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: 1bit convert HF_DIR -o OUT.gguf [--type T]\n"
+            "       1bit convert --random CONFIG.json -o OUT.gguf [--type T] [--seed N]\n"
+            "  HF_DIR     folder with config.json, *.safetensors, tokenizer.json, tokenizer_config.json\n"
+            "  --type T   f32 | f16 | bf16 | q8_0 | q4_0 | tq1_0 | tq2_0 (default f16); 1-D tensors stay f32\n"
+            "  --random   random weights of the config's shape (statistics like a trained model's), a\n"
+            "             synthetic byte-level vocabulary; for speed measurements\n");
+    return 2;
+}
+
+int ob_cmd_convert(int argc, char **argv) {
+    const char *in = NULL, *outp = NULL, *type_name = "f16", *random_cfg = NULL;
+    uint64_t seed = 1234;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((!strcmp(a, "-o") || !strcmp(a, "--outfile")) && i + 1 < argc) outp = argv[++i];
+        else if ((!strcmp(a, "--type") || !strcmp(a, "--outtype")) && i + 1 < argc) type_name = argv[++i];
+        else if (!strcmp(a, "--random") && i + 1 < argc) random_cfg = argv[++i];
+        else if (!strcmp(a, "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
+        else if (a[0] == '-') { fprintf(stderr, "convert: unknown or incomplete option '%s'\n", a); return usage(); }
+        else if (!in) in = a;
+        else { fprintf(stderr, "convert: unexpected argument '%s'\n", a); return usage(); }
+    }
+    if ((!in && !random_cfg) || (in && random_cfg) || !outp) return usage();
+    int want = ob_type_from_name(type_name);
+    uint32_t ftype = 0;
+    int known = 0;
+    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
+        if (ftypes[i].type == want) { ftype = ftypes[i].ftype; known = 1; }
+    if (!known) {
+        fprintf(stderr, "convert: --type '%s' is not one of f32, f16, bf16, q8_0, q4_0, tq1_0, tq2_0\n", type_name);
+        return 2;
+    }
+
+    char err[1024] = "", path[4096];
+    cv_state s = {0};
+    s.seed = seed;
+    ob_gguf_writer_t *w = ob_gguf_writer_new();
+    json_t *cfg = NULL;
+    int rc = 1;
+    snprintf(path, sizeof path, "%s/config.json", in ? in : ".");
+    if (random_cfg) snprintf(path, sizeof path, "%s", random_cfg);
+    if (!(cfg = ob_cv_load_json(path, err, sizeof err))) goto done;
+    json_t *archs = json_object_get(cfg, "architectures");
+    const char *hf_class = json_string_value(json_array_get(archs, 0));
+    s.arch = ob_arch_by_hf(hf_class);
+    if (!s.arch) {
+        snprintf(err, sizeof err, "%s: architecture '%s' is not supported (see `1bit registry`)", path, hf_class ? hf_class : "(none)");
+        goto done;
+    }
+    if (ob_cv_read_config(cfg, path, &s.hp, err, sizeof err)) goto done;
+    if (random_cfg) {
+        if (ob_cv_vocab_synthetic(w, &s.hp, err, sizeof err)) goto done;
+        if (plan_expected(&s, s.hp.tied != 1)) goto oom;
+    } else {
+        if (ob_st_open(in, &s.st, err, sizeof err)) goto done;
+        int has_head = ob_st_find(s.st, "lm_head.weight") != NULL;
+        if (ob_cv_vocab_from_dir(w, in, &s.hp, err, sizeof err)) goto done;
+        if (plan_expected(&s, has_head)) goto oom;
+        if (plan_bind(&s, err, sizeof err)) goto done;
+    }
+    if (strcmp(s.hp.rope_type, "llama3") == 0 && add_tensor(&s, "rope_freqs.weight", SRC_ROPE_FREQS, ROLE_NORM, 1, s.hp.head_dim / 2, 1))
+        goto oom;
+
+    const char *an = s.arch->gguf_name;
+    char key[256];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
+    ob_gguf_writer_set_str(w, "general.architecture", an);
+    const char *base = in ? strrchr(in, '/') : NULL;
+    ob_gguf_writer_set_str(w, "general.name", in ? (base && base[1] ? base + 1 : in) : "random");
+    ob_gguf_writer_set_u32(w, "general.file_type", ftype);
+    ob_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    ob_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)s.hp.n_vocab);
+    ob_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)s.hp.n_ctx);
+    ob_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)s.hp.n_embd);
+    ob_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)s.hp.n_layer);
+    ob_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)s.hp.n_ff);
+    ob_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)s.hp.n_head);
+    ob_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)s.hp.n_head_kv);
+    ob_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)s.hp.head_dim);
+    ob_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)s.hp.head_dim);
+    ob_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)s.hp.head_dim);
+    ob_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)s.hp.theta);
+    ob_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)s.hp.eps);
+    if (strcmp(s.hp.rope_type, "linear") == 0) {
+        ob_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        ob_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)s.hp.rope_factor);
+    }
+#undef KEY
+    for (int k = 0; k < s.n; k++) {
+        cv_tensor *t = &s.t[k];
+        t->type = out_type(&s, t, want);
+        int64_t ne[2] = {t->ne[0], t->ne[1]};
+        if (ob_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, NULL, err, sizeof err) < 0) goto done;
+    }
+    int64_t t0 = ob_time_us();
+    if (ob_gguf_writer_write(w, outp, fill_tensor, &s, err, sizeof err)) goto done;
+    fprintf(stderr, "convert: wrote %s (%s, %d tensors, %s) in %.1f s\n", outp, s.arch->gguf_name, s.n, type_name,
+            (ob_time_us() - t0) / 1e6);
+    rc = 0;
+    goto done;
+oom:
+    snprintf(err, sizeof err, "convert: out of memory");
+done:
+    if (rc) fprintf(stderr, "convert: %s\n", err);
+    free(s.t);
+    free(s.buf);
+    ob_st_close(s.st);
+    ob_gguf_writer_free(w);
+    json_decref(cfg);
+    return rc;
+}
