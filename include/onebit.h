@@ -77,6 +77,14 @@ const float *ob_get_logits(const ob_ctx_t *c, int32_t j);
 void ob_kv_seq_truncate(ob_ctx_t *c, int32_t seq, int32_t p0);
 int32_t ob_kv_seq_len(const ob_ctx_t *c, int32_t seq);
 
+/* Debug observer: called during ob_decode with intermediate activations (host memory, valid
+ * only during the call), as n_rows rows of dim floats. Names: "qkv_in", "o_in", "ffn_in",
+ * "down_in" (the inputs of the attention and FFN projections, after BitNet's activation
+ * quantization where the architecture has it) and "l_out" (the residual stream after the
+ * layer). For tests and debugging; costs a copy per call. fn NULL turns it off. */
+typedef void (*ob_observer_fn)(void *user, const char *name, int layer, const float *data, int n_rows, int dim);
+int ob_ctx_set_observer(ob_ctx_t *c, ob_observer_fn fn, void *user);
+
 /* ---- tokenizer ---------------------------------------------------------------------- */
 int32_t ob_tokenizer_n_vocab(const ob_tokenizer_t *t);
 int32_t ob_tokenizer_bos(const ob_tokenizer_t *t);     /* -1 if none */

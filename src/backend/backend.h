@@ -92,7 +92,7 @@ struct ob_backend {
     void (*add_bias)(ob_backend *b, float *y, const float *bias, int n, int dim);
     /* gate = act(gate) * up, n floats. */
     void (*glu)(ob_backend *b, ob_act act, float *gate, const float *up, size_t n);
-    /* BitNet activation quantization, in place: per row, s = 127/max|x| (max clamped to >= 1e-5),
+    /* BitNet activation quantization, in place: per row, s = (1/max|x|)*127 (max clamped to >= 1e-5),
      * x = clamp(round(x*s), -128, 127) / s. */
     void (*act_quant_i8)(ob_backend *b, float *x, int n, int dim);
     /* Copies bytes between device buffers. */

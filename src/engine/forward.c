@@ -33,6 +33,9 @@ struct ob_ctx {
     float *logits;              /* host [cap_out][n_vocab] */
     float *dlogits;             /* device [chunk_out][n_vocab]: the vocabulary matmul's output */
     int cap_out, chunk_out, n_out;
+    ob_observer_fn obs;         /* debug observer or NULL */
+    void *obs_user;
+    float *obs_buf;             /* host [n_batch][max(q_dim, n_embd, n_ff)] copy for the observer */
 };
 
 ob_ctx_params ob_ctx_default_params(void) {
@@ -57,6 +60,7 @@ void ob_ctx_free(ob_ctx_t *c) {
     free(c->seq0);
     free(c->out_rows);
     free(c->logits);
+    free(c->obs_buf);
     if (c->dlogits) be->dealloc(be, c->dlogits);
     free(c);
 }
@@ -162,9 +166,28 @@ static int check_batch(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, char 
     return 0;
 }
 
-/* x [n][dim] -> x, quantized as BitNet does when the architecture asks for it. */
-static void maybe_act_quant(ob_ctx_t *c, float *x, int n, int dim) {
+int ob_ctx_set_observer(ob_ctx_t *c, ob_observer_fn fn, void *user) {
+    const ob_hparams *hp = &c->m->hp;
+    size_t wide = (size_t)hp->n_head * hp->head_dim;
+    if ((size_t)hp->n_embd > wide) wide = (size_t)hp->n_embd;
+    if ((size_t)hp->n_ff > wide) wide = (size_t)hp->n_ff;
+    if (fn && !c->obs_buf && !(c->obs_buf = malloc((size_t)c->n_batch * wide * sizeof(float)))) return -1;
+    c->obs = fn;
+    c->obs_user = user;
+    return 0;
+}
+
+static void observe(ob_ctx_t *c, const char *name, int il, const float *x, int n, int dim) {
+    if (!c->obs) return;
+    c->be->download(c->be, c->obs_buf, x, (size_t)n * dim * sizeof(float));
+    c->obs(c->obs_user, name, il, c->obs_buf, n, dim);
+}
+
+/* x [n][dim] -> x, quantized as BitNet does when the architecture asks for it, then shown to
+ * the observer under name. */
+static void maybe_act_quant(ob_ctx_t *c, const char *name, int il, float *x, int n, int dim) {
     if (c->m->arch->flags & OB_ARCH_ACT_QUANT) c->be->act_quant_i8(c->be, x, n, dim);
+    observe(c, name, il, x, n, dim);
 }
 
 static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const int32_t *seq) {
@@ -175,7 +198,7 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
 
     be->rmsnorm(be, c->x, L->attn_norm, c->h, n, d, hp->eps);
-    maybe_act_quant(c, c->h, n, d);
+    maybe_act_quant(c, "qkv_in", il, c->h, n, d);
     be->matmul(be, &L->wq, c->h, c->q, n);
     be->matmul(be, &L->wk, c->h, c->k, n);
     be->matmul(be, &L->wv, c->h, c->v, n);
@@ -193,19 +216,20 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
                       c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
     be->attention(be, &a);
     if (L->attn_sub_norm) be->rmsnorm(be, c->att, L->attn_sub_norm, c->att, n, qd, hp->eps);
-    maybe_act_quant(c, c->att, n, qd);
+    maybe_act_quant(c, "o_in", il, c->att, n, qd);
     be->matmul(be, &L->wo, c->att, c->h, n);
     be->add(be, c->x, c->h, (size_t)n * d);
 
     be->rmsnorm(be, c->x, L->ffn_norm, c->h, n, d, hp->eps);
-    maybe_act_quant(c, c->h, n, d);
+    maybe_act_quant(c, "ffn_in", il, c->h, n, d);
     be->matmul(be, &L->ffn_gate, c->h, c->gate, n);
     be->matmul(be, &L->ffn_up, c->h, c->up, n);
     be->glu(be, m->arch->ffn_act, c->gate, c->up, (size_t)n * hp->n_ff);
     if (L->ffn_sub_norm) be->rmsnorm(be, c->gate, L->ffn_sub_norm, c->gate, n, hp->n_ff, hp->eps);
-    maybe_act_quant(c, c->gate, n, hp->n_ff);
+    maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
     be->matmul(be, &L->ffn_down, c->gate, c->h, n);
     be->add(be, c->x, c->h, (size_t)n * d);
+    observe(c, "l_out", il, c->x, n, d);
 }
 
 int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {

@@ -69,7 +69,7 @@ static const char *const N_GPT2[] = {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-
                                      "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4",
                                      "jina-v1-en", "jina-v2-code", "roberta-bpe", NULL};
 static const char *const N_STARCODER[] = {"starcoder", "refact", "command-r", "smollm", "codeshell",
-                                          "exaone", "minerva-7b", NULL};
+                                          "exaone", "minerva-7b", "mellum2", NULL};
 static const char *const N_FALCON[] = {"falcon", NULL};
 static const char *const N_DSCODER[] = {"deepseek-coder", NULL};
 static const char *const N_DSV3[] = {"deepseek-v3", "hunyuan-dense", "joyai-llm", NULL};

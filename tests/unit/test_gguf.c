@@ -616,6 +616,20 @@ static void test_writer_errors(void) {
     CHECK_EQ_INT(ob_gguf_writer_write(w, path, fill_cb, &calls, err, sizeof err), 0);
     ob_gguf_writer_free(w);
 
+    /* bools are written as 0/1 whatever nonzero byte the caller used */
+    static const uint8_t bools[3] = {0, 5, 255};
+    w = ob_gguf_writer_new();
+    ob_gguf_writer_set_arr(w, "w.bools", OB_GGUF_BOOL, bools, 3);
+    CHECK_EQ_INT(ob_gguf_writer_write(w, path, NULL, NULL, err, sizeof err), 0);
+    ob_gguf_writer_free(w);
+    ob_gguf_t *g = NULL;
+    CHECK_EQ_INT(ob_gguf_open(path, &g, err, sizeof err), 0);
+    if (g) {
+        const ob_gguf_value *v = ob_gguf_get(g, "w.bools");
+        CHECK(v && v->v.arr.n == 3 && memcmp(v->v.arr.data, "\x00\x01\x01", 3) == 0);
+        ob_gguf_close(g);
+    }
+
     /* a bad setter is remembered and reported by write */
     w = ob_gguf_writer_new();
     ob_gguf_writer_set_arr(w, "w.strs", OB_GGUF_STRING, d, 2);
@@ -750,7 +764,7 @@ static void test_bad_header(void) {
     EXPECT_BAD(b, "magic", "GGUX");
     base_file(&b);
     b.p[4] = 1;
-    EXPECT_BAD(b, "version 1", "not supported");
+    EXPECT_BAD(b, "version 1 (GGUFv1)", "not supported");
     base_file(&b);
     b.p[4] = 4;
     EXPECT_BAD(b, "version 4", "not supported");

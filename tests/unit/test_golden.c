@@ -9,13 +9,19 @@
  *
  * Tolerances, as max |ours - reference| over all logits, relative to max |reference|:
  *  - f32: 1e-4 absolute. The stored weights are exact in f32, so only float32 summation order
- *    differs from torch.
- *  - f16 of an F16 checkpoint: exact weights too, 1e-4 absolute. For BitNet (bf16 masters),
- *    the ternarized weights s*{-1,0,1} round s to f16 (2^-11 relative): 2e-3 relative.
+ *    differs from torch (measured: under 1e-5).
+ *  - f16 of an F16 checkpoint: exact weights too, 1e-4 absolute.
  *  - bf16 of an F16 checkpoint: 8 mantissa bits, about 0.4% per weight: 3e-2 relative.
- *  - q8_0: per-32 scale, ~0.4% per weight, errors average over dot products: 3e-2 relative.
- *  - q4_0: 4-bit, ~7% per weight: 0.25 relative, and the top token must agree on most rows.
- *  - tq1_0 / tq2_0 of BitNet: exact ternary values with an f16 block scale: 2e-3 relative.
+ *  - q8_0: per-32 scale, ~0.4% per weight; these tiny random models have sharp attention
+ *    (q/k init std 0.2) that amplifies it: 8e-2 relative, top token on >= 90% of rows.
+ *  - q4_0: 4-bit, ~7% per weight, amplified the same way: 0.7 relative, top token on >= half.
+ *  - BitNet b1.58 (any type): its int8 activation quantization makes the function
+ *    discontinuous. A float32 rounding difference of 1e-7 in front of a quantizer flips an int8
+ *    code, and the flip propagates: changing only our RMSNorm's accumulator from double to float
+ *    moves our own logits by up to 0.2 (max |logit| 5.8). So the max difference cannot be 1e-4
+ *    against torch; instead the mean |diff| must stay under 1% of max |ref|, the max under 8%,
+ *    and the top token must agree on >= 90% of rows. (Without the quantizers, the same code
+ *    matches the other architectures to 1e-5.)
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -33,16 +39,17 @@ typedef struct {
     double abs_tol;     /* used when > 0 */
     double rel_tol;     /* relative to max |reference| */
     double min_top1;    /* fraction of rows whose argmax must agree */
+    double mean_rel;    /* when > 0: mean |diff| relative to max |reference| must stay under this */
 } golden_case;
 
 static const golden_case cases[] = {
-    {"llama", "f32", 1e-4, 0, 1.0},    {"llama", "f16", 1e-4, 0, 1.0},   {"llama", "bf16", 0, 3e-2, 0.9},
-    {"llama", "q8_0", 0, 3e-2, 0.9},   {"llama", "q4_0", 0, 0.25, 0.5},
-    {"mistral", "f32", 1e-4, 0, 1.0},  {"mistral", "q8_0", 0, 3e-2, 0.9},
-    {"qwen2", "f32", 1e-4, 0, 1.0},    {"qwen2", "f16", 1e-4, 0, 1.0},   {"qwen2", "q8_0", 0, 3e-2, 0.9},
-    {"qwen3", "f32", 1e-4, 0, 1.0},    {"qwen3", "q8_0", 0, 3e-2, 0.9},  {"qwen3", "q4_0", 0, 0.25, 0.5},
-    {"bitnet", "f32", 1e-4, 0, 1.0},   {"bitnet", "f16", 0, 2e-3, 1.0},  {"bitnet", "tq2_0", 0, 2e-3, 1.0},
-    {"bitnet", "tq1_0", 0, 2e-3, 1.0}, {"bitnet", "q8_0", 0, 3e-2, 0.9},
+    {"llama", "f32", 1e-4, 0, 1.0, 0},     {"llama", "f16", 1e-4, 0, 1.0, 0},     {"llama", "bf16", 0, 3e-2, 0.9, 0},
+    {"llama", "q8_0", 0, 8e-2, 0.9, 0},    {"llama", "q4_0", 0, 0.7, 0.5, 0},
+    {"mistral", "f32", 1e-4, 0, 1.0, 0},   {"mistral", "q8_0", 0, 8e-2, 0.9, 0},
+    {"qwen2", "f32", 1e-4, 0, 1.0, 0},     {"qwen2", "f16", 1e-4, 0, 1.0, 0},     {"qwen2", "q8_0", 0, 8e-2, 0.9, 0},
+    {"qwen3", "f32", 1e-4, 0, 1.0, 0},     {"qwen3", "q8_0", 0, 8e-2, 0.9, 0},    {"qwen3", "q4_0", 0, 0.7, 0.5, 0},
+    {"bitnet", "f32", 0, 8e-2, 0.9, 1e-2}, {"bitnet", "f16", 0, 8e-2, 0.9, 1e-2}, {"bitnet", "tq2_0", 0, 8e-2, 0.9, 1e-2},
+    {"bitnet", "tq1_0", 0, 8e-2, 0.9, 1e-2}, {"bitnet", "q8_0", 0, 0.15, 0.9, 2e-2},
 };
 
 static float *read_floats(const char *path, size_t *n) {
@@ -106,7 +113,7 @@ static void run_case(const golden_case *gc) {
     CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
     ob_batch b = {n, tok, pos, NULL, all};
     CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
-    double maxref = 0, maxdiff = 0;
+    double maxref = 0, maxdiff = 0, sumdiff = 0;
     int top_agree = 0;
     float *ours = malloc(nref * sizeof(float));
     for (int i = 0; i < n; i++) {
@@ -115,16 +122,18 @@ static void run_case(const golden_case *gc) {
         const float *r = ref + (size_t)i * n_vocab;
         for (int k = 0; k < n_vocab; k++) {
             double d = fabs((double)l[k] - r[k]);
+            sumdiff += d;
             if (d > maxdiff || d != d) maxdiff = d != d ? INFINITY : d;
             if (fabs(r[k]) > maxref) maxref = fabs(r[k]);
         }
         top_agree += argmax(l, n_vocab) == argmax(r, n_vocab);
     }
-    double tol = gc->abs_tol > 0 ? gc->abs_tol : gc->rel_tol * maxref;
+    double tol = gc->abs_tol > 0 ? gc->abs_tol : gc->rel_tol * maxref, meandiff = sumdiff / (double)nref;
     if (ob_test_verbose || maxdiff > tol)
-        fprintf(stderr, "  golden %-8s %-6s max|diff| %.3g (tol %.3g, max|ref| %.3g), top-1 %d/%d\n", gc->arch, gc->type,
-                maxdiff, tol, maxref, top_agree, n);
+        fprintf(stderr, "  golden %-8s %-6s max|diff| %.3g (tol %.3g, max|ref| %.3g), mean|diff| %.3g, top-1 %d/%d\n",
+                gc->arch, gc->type, maxdiff, tol, maxref, meandiff, top_agree, n);
     CHECK(maxdiff <= tol);
+    if (gc->mean_rel > 0) CHECK(meandiff <= gc->mean_rel * maxref);
     CHECK(top_agree >= (int)(gc->min_top1 * n + 0.999));
 
     /* Incremental: the first half as a prompt, then one token at a time, must match the batch. */
@@ -164,4 +173,95 @@ OB_SUITE(golden) {
         return;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+}
+
+/* BitNet's int8 activation codes against transformers' (tests/golden/bitnet/aq_codes.i8).
+ * A missing or wrong activation quantization changes most codes, while float32 rounding
+ * differences (torch's reduction order is not ours) can flip a code that sits on a rounding
+ * tie. One such flip in token t changes its K/V, and every later token attends to it, so codes
+ * are compared where no earlier flip can reach: the first quantizer of layer 0 (all tokens),
+ * and token 0 (which attends only to itself) through the quantizers in order, up to and
+ * including the first one where a tie flips (later ones inherit the flip). Every observed value
+ * must also lie on its row's int8 grid. */
+typedef struct {
+    const int8_t *ref;   /* golden codes, laid out per layer: qkv_in, o_in, ffn_in, down_in */
+    size_t ref_n;
+    int T;
+    size_t n_checked, n_diff, n_offgrid;
+    int max_step;
+    int token0_broken;   /* a flip happened on token 0's path: stop comparing it */
+    int token0_stages;   /* quantizers compared on token 0 */
+} codes_ctx;
+
+static void codes_obs(void *user, const char *name, int layer, const float *data, int n_rows, int dim) {
+    codes_ctx *cc = user;
+    static const char *order[] = {"qkv_in", "o_in", "ffn_in", "down_in"};
+    int which = -1;
+    for (int i = 0; i < 4; i++) if (!strcmp(name, order[i])) which = i;
+    if (which < 0) return;
+    /* Offset of this block: layers before, then the blocks before it in this layer. */
+    size_t widths[4] = {256, 256, 256, 512}, per_layer = 0, off = 0;
+    for (int i = 0; i < 4; i++) per_layer += widths[i] * (size_t)cc->T;
+    off = per_layer * (size_t)layer;
+    for (int i = 0; i < which; i++) off += widths[i] * (size_t)cc->T;
+    if ((size_t)dim != widths[which] || n_rows != cc->T || off + (size_t)n_rows * dim > cc->ref_n) return;
+    int t0_was_broken = cc->token0_broken;
+    for (int r = 0; r < n_rows; r++) {
+        const float *v = data + (size_t)r * dim;
+        float mx = 0;
+        for (int k = 0; k < dim; k++) mx = fmaxf(mx, fabsf(v[k]));
+        for (int k = 0; k < dim; k++) {
+            float q = v[k] * 127.0f / mx;
+            int code = (int)lrintf(q);
+            if (fabsf(q - code) > 1e-3f) cc->n_offgrid++;
+            int on_t0 = r == 0 && !t0_was_broken;
+            if (!(on_t0 || (layer == 0 && which == 0))) continue; /* beyond the reach of a flip: see above */
+            int d = abs(code - cc->ref[off + (size_t)r * dim + k]);
+            if (d) cc->n_diff++;
+            if (d && r == 0) cc->token0_broken = 1;
+            if (d > cc->max_step) cc->max_step = d;
+            cc->n_checked++;
+        }
+    }
+    if (!t0_was_broken) cc->token0_stages++;
+}
+
+OB_SUITE(golden_bitnet_codes) {
+    char out[256], err[512];
+    size_t n_ref = 0;
+    FILE *f = fopen("tests/golden/bitnet/aq_codes.i8", "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    int8_t *ref = malloc(1 << 20);
+    n_ref = fread(ref, 1, 1 << 20, f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/golden-bitnet-codes.gguf", ob_test_tmpdir());
+    char *argv[] = {"convert", "tests/golden/bitnet", "-o", out, "--type", "tq2_0", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    ob_model_t *m = NULL;
+    CHECK_EQ_INT(ob_model_load(out, NULL, &m, err, sizeof err), 0);
+    if (!m) { free(ref); return; }
+    int32_t tok[24] = {318, 302, 220, 80, 84, 72, 66, 74, 268, 278, 296, 272, 78, 87, 220, 73, 84, 76, 79, 82, 266, 305, 259, 286};
+    int32_t pos[24];
+    for (int i = 0; i < 24; i++) pos[i] = i;
+    ob_ctx_params cp = ob_ctx_default_params();
+    cp.n_ctx = 32;
+    cp.n_batch = 24;
+    ob_ctx_t *c = NULL;
+    CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
+    codes_ctx cc = {ref, n_ref, 24, 0, 0, 0, 0, 0, 0};
+    ob_ctx_set_observer(c, codes_obs, &cc);
+    ob_batch b = {24, tok, pos, NULL, NULL};
+    CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
+    if (ob_test_verbose || cc.n_diff * 1000 > cc.n_checked)
+        fprintf(stderr, "  bitnet codes: %zu checked over %d token-0 stages, %zu differ, max step %d, %zu off the int8 grid\n",
+                cc.n_checked, cc.token0_stages, cc.n_diff, cc.max_step, cc.n_offgrid);
+    CHECK(cc.token0_stages >= 4);       /* at least all of layer 0 compared on token 0 */
+    CHECK_EQ_INT(cc.n_offgrid, 0);      /* every projection input really is quantized */
+    CHECK(cc.n_diff <= 3);              /* only tie flips: a semantic error changes hundreds */
+    CHECK(cc.max_step <= 1);
+    ob_ctx_free(c);
+    ob_model_free(m);
+    remove(out);
+    free(ref);
 }

@@ -37,6 +37,10 @@ static int usage(void) {
             "                 default is f16)\n"
             "  --fa on|off    flash attention (default off)\n"
             "  --threads N    CPU threads (default 2)\n"
+            "  --extra-bufts  let llama.cpp use its extra weight buffer types (AMX, CPU_REPACK), as\n"
+            "                 llama-cli does by default; off here (like llama-cli --no-repack) because\n"
+            "                 its AMX kernels die with SIGILL on VMs that advertise AMX in CPUID without\n"
+            "                 enabling XTILEDATA\n"
             "  --tokenize T   print llama.cpp's ids of text T as JSON (BOS added when the vocab asks)\n"
             "  --override-kv KEY=str:VALUE   override a string metadata key (diagnosis only: a file\n"
             "                 that needs one does not load in llama.cpp as written)\n"
@@ -123,7 +127,7 @@ static int parse_ids(const char *s, int32_t **out, int *n_out) {
 int main(int argc, char **argv) {
     const char *model_path = NULL, *tok_path = NULL, *ids_arg = NULL, *out_path = NULL, *text = NULL;
     const char *kv = "f32", *fa = "off";
-    int n_threads = 2, parse_special = 1, n_over = 0;
+    int n_threads = 2, parse_special = 1, n_over = 0, extra_bufts = 0;
     struct llama_model_kv_override over[9];
     memset(over, 0, sizeof over);
     for (int i = 1; i < argc; i++) {
@@ -136,6 +140,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--tokenize") && i + 1 < argc) text = argv[++i];
         else if (!strcmp(a, "--no-special")) parse_special = 0;
+        else if (!strcmp(a, "--extra-bufts")) extra_bufts = 1;
         else if (!strcmp(a, "-v")) verbose = 1;
         else if (!strcmp(a, "--override-kv") && i + 1 < argc) {
             const char *kvs = argv[++i], *eq = strstr(kvs, "=str:");
@@ -170,6 +175,7 @@ int main(int argc, char **argv) {
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;          /* CPU only */
     mp.vocab_only = text != NULL;
+    mp.use_extra_bufts = extra_bufts != 0;
     if (n_over) mp.kv_overrides = over;   /* over[n_over] is zeroed: the list's end (empty key) */
     struct llama_model *model = llama_model_load_from_file(model_path, mp);
     if (!model) {
@@ -248,8 +254,8 @@ int main(int argc, char **argv) {
 
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
-    fprintf(stderr, "llama_logits: %s (%s): %d tokens x %d logits -> %s (kv %s, fa %s)\n", model_path, desc,
-            n_tokens, n_vocab, out_path, kv, fa);
+    fprintf(stderr, "llama_logits: %s (%s): %d tokens x %d logits -> %s (kv %s, fa %s, extra bufts %s)\n",
+            model_path, desc, n_tokens, n_vocab, out_path, kv, fa, extra_bufts ? "on" : "off");
 
     llama_batch_free(batch);
     llama_free(ctx);

@@ -22,6 +22,32 @@ def read_f32(path):
     return a
 
 
+def check_aq(d, meta, cfg, nt):
+    """aq_codes.i8 / aq_absmax.f32: sizes, and every row holds a +-127 (its absmax element)."""
+    errs = []
+    codes = array.array("b")
+    with open(os.path.join(d, "aq_codes.i8"), "rb") as f:
+        codes.frombytes(f.read())
+    amax = read_f32(os.path.join(d, "aq_absmax.f32"))
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    widths = [cfg["hidden_size"], cfg["num_attention_heads"] * hd, cfg["hidden_size"], cfg["intermediate_size"]]
+    widths = widths * meta["n_layers"]
+    if len(codes) != nt * sum(widths) or len(amax) != nt * len(widths):
+        return [f"aq sizes {len(codes)} codes / {len(amax)} absmax"]
+    if not all(k in meta["files"] for k in ("aq_codes.i8", "aq_absmax.f32")):
+        errs.append("aq files not in meta.json files")
+    off = 0
+    for w in widths:
+        for _ in range(nt):
+            if max(abs(v) for v in codes[off:off + w]) != 127:
+                errs.append(f"aq row at byte {off} has no +-127")
+                break
+            off += w
+    if not all(math.isfinite(a) and a > 0 for a in amax):
+        errs.append("aq absmax not finite / positive")
+    return errs
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "tests/golden"
     ok = True
@@ -53,6 +79,9 @@ def main():
             errs.append(f"safetensors dtypes {dts} != {want}")
         if cfg.get("bos_token_id") != 318 or cfg.get("eos_token_id") != 319:
             errs.append("bos/eos ids")
+        aq = os.path.join(d, "aq_codes.i8")
+        if os.path.exists(aq):  # bitnet, made with make_golden.py --aq-codes
+            errs += check_aq(d, meta, cfg, nt)
         ok &= not errs
         print(f"{name:8s} tokens={nt} vocab={nv} logits={len(lg)} floats max|logit|={maxabs:.4f} "
               f"safetensors={dts} tensors={len(hdr) - ('__metadata__' in hdr)} "

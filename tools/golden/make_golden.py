@@ -7,6 +7,12 @@ Run on a machine with torch + transformers + tokenizers + safetensors:
     python3 tools/golden/make_golden.py --check-compiled OUTDIR
         (optional: re-runs the bitnet model with transformers' torch.compile'd
          quant functions enabled and prints the difference to the stored logits)
+    python3 tools/golden/make_golden.py --aq-codes OUTDIR
+        (same output as without the option, plus, for the bitnet model only,
+         aq_codes.i8 and aq_absmax.f32 and their entries in meta.json "files":
+         the int8 codes of ActQuant at the input of every AutoBitLinear, captured
+         during the very forward pass that produces logits.f32; see
+         BITNET_NOTES.md "Activation-quant codes")
 
 For each architecture a tiny random-weight model is built from a config with a
 fixed seed, its weights are rounded to the storage dtype (F16, or BF16 for
@@ -275,7 +281,7 @@ def safetensors_dtypes(path):
     return {k: v["dtype"] for k, v in hdr.items() if k != "__metadata__"}
 
 
-def build_one(transformers, torch, arch, outdir, tokens):
+def build_one(transformers, torch, arch, outdir, tokens, aq_codes=False):
     name = arch["name"]
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
@@ -346,8 +352,24 @@ def build_one(transformers, torch, arch, outdir, tokens):
     if len(inv) != head_dim // 2 or rdiff > 1e-5:
         raise RuntimeError(f"[{name}] rope mismatch")
 
-    logits, hidden = forward(torch, loaded, tokens)
+    aq = None
+    if aq_codes and arch.get("quant"):
+        # Same forward pass as always; the capture only records (hooks + a pass-through
+        # wrapper around ActQuant.apply), it changes no arithmetic.
+        with ActQuantCapture(torch, loaded) as cap:
+            logits, hidden = forward(torch, loaded, tokens)
+        aq = aq_codes_from_capture(torch, cap, cfg, len(tokens), name)
+    else:
+        logits, hidden = forward(torch, loaded, tokens)
     nl = cfg.num_hidden_layers
+    if aq is not None:
+        codes, absmax = aq
+        with open(os.path.join(d, "aq_codes.i8"), "wb") as f:
+            f.write(codes.numpy().astype("i1").tobytes())
+        with open(os.path.join(d, "aq_absmax.f32"), "wb") as f:
+            f.write(absmax.numpy().astype("<f4").tobytes())
+        log(f"[{name}] wrote aq_codes.i8 ({codes.numel()} bytes) and aq_absmax.f32 "
+            f"({absmax.numel()} rows)")
     with open(os.path.join(d, "logits.f32"), "wb") as f:
         f.write(logits.numpy().astype("<f4").tobytes())
     with open(os.path.join(d, "hidden.f32"), "wb") as f:
@@ -369,6 +391,8 @@ def build_one(transformers, torch, arch, outdir, tokens):
                                 "stream after each decoder layer (before final norm)"},
         "loaded_via": how, "linear_types": {t: len(v) for t, v in types.items()},
     }
+    if aq is not None:
+        meta["files"].update(AQ_FILES)
     if arch.get("quant"):
         meta["quantization_config"] = arch["quant"]
         meta["quant_functions"] = "eager (torch._dynamo disabled)"
@@ -381,6 +405,189 @@ def build_one(transformers, torch, arch, outdir, tokens):
     assert set(st.values()) == {want}, st
     if not (0.5 < maxabs < 30):
         log(f"[{name}] WARNING: max|logit| {maxabs} out of the intended range")
+
+
+# Activation-quant codes (bitnet, --aq-codes) --------------------------------
+
+AQ_FILES = {
+    "aq_codes.i8": "int8 codes q = clamp(round(x*s), -128, 127) that ActQuant computes (s = 127/max(max|x_row|, "
+                   "1e-5), fp32) at the input x of every AutoBitLinear, from the same forward pass as logits.f32. "
+                   "Row-major int8 blocks, for layer l = 0..n_layers-1 in this order: q_proj input "
+                   "[n_tokens][hidden_size] (k_proj and v_proj see the same input), o_proj input "
+                   "[n_tokens][num_attention_heads*head_dim] (attn_sub_norm output), gate_proj input "
+                   "[n_tokens][hidden_size] (up_proj sees the same input), down_proj input "
+                   "[n_tokens][intermediate_size] (ffn_sub_norm output)",
+    "aq_absmax.f32": "[n_layers*4*n_tokens] little-endian float32: max_j |x_j| of each row of aq_codes.i8, same "
+                     "order, BEFORE the clamp to 1e-5 (ActQuant's s = 127 * (1/max(absmax, 1e-5)), see "
+                     "BITNET_NOTES.md)",
+}
+# Which module's input each block holds, and which other modules must see the same input.
+AQ_ORDER = ["q_proj", "o_proj", "gate_proj", "down_proj"]
+AQ_SAME = {"q_proj": ["k_proj", "v_proj"], "o_proj": [], "gate_proj": ["up_proj"], "down_proj": []}
+
+
+def bits_equal(torch, a, b):
+    """Bit-exact equality of two float32 tensors (so -0.0 != +0.0 and NaN == same NaN)."""
+    return (a.shape == b.shape and a.dtype == b.dtype == torch.float32
+            and torch.equal(a.contiguous().view(torch.int32), b.contiguous().view(torch.int32)))
+
+
+class ActQuantCapture:
+    """Records, for every AutoBitLinear call of one forward pass: the input the module got
+    (forward pre-hook), the tensor ActQuant.apply got and what it returned (a pass-through
+    wrapper put in place of the ActQuant that AutoBitLinear.forward looks up), and the
+    module's output (forward hook).  Nothing is computed differently."""
+
+    def __init__(self, torch, model):
+        self.torch = torch
+        self.model = model
+        self.rec = {}        # module name -> {"x", "x_aq", "xq", "y", "mod"}
+        self.cur = None
+        self.handles = []
+        self.globs = None
+        self.orig = None
+
+    def __enter__(self):
+        mods = [(n, m) for n, m in self.model.named_modules() if type(m).__name__ == "AutoBitLinear"]
+        if not mods:
+            raise RuntimeError("no AutoBitLinear modules to capture")
+        fwd = type(mods[0][1]).forward
+        self.globs = fwd.__globals__
+        self.orig = self.globs.get("ActQuant")
+        if self.orig is None or not hasattr(self.orig, "apply"):
+            raise RuntimeError(f"AutoBitLinear.forward ({fwd.__module__}) does not look up a global ActQuant")
+        cap = self
+        orig = self.orig
+
+        class ActQuantRecorder:
+            @staticmethod
+            def apply(x):
+                out = orig.apply(x)
+                if cap.cur is None:
+                    raise RuntimeError("ActQuant.apply called outside an AutoBitLinear forward")
+                r = cap.rec[cap.cur]
+                if "xq" in r:
+                    raise RuntimeError(f"ActQuant.apply called twice in {cap.cur}")
+                r["x_aq"] = x.detach().clone()
+                r["xq"] = out.detach().clone()
+                return out
+
+        def pre(name):
+            def hook(mod, inp):
+                if name in cap.rec:
+                    raise RuntimeError(f"{name} called twice in one forward")
+                if len(inp) != 1:
+                    raise RuntimeError(f"{name}: expected one positional input, got {len(inp)}")
+                cap.rec[name] = {"x": inp[0].detach().clone(), "mod": mod}
+                cap.cur = name
+            return hook
+
+        def post(name):
+            def hook(mod, inp, out):
+                cap.rec[name]["y"] = out.detach().clone()
+                cap.cur = None
+            return hook
+
+        self.globs["ActQuant"] = ActQuantRecorder
+        for n, m in mods:
+            self.handles.append(m.register_forward_pre_hook(pre(n)))
+            self.handles.append(m.register_forward_hook(post(n)))
+        return self
+
+    def __exit__(self, *exc):
+        self.globs["ActQuant"] = self.orig
+        for h in self.handles:
+            h.remove()
+        return False
+
+
+def aq_codes_from_capture(torch, cap, cfg, n_tokens, name):
+    """Recompute ActQuant's codes from each captured pre-quantization input, check them against
+    what ActQuant returned (bit-exact), and lay them out as documented in AQ_FILES."""
+    import re
+    n_layers = cfg.num_hidden_layers
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    width = {"q_proj": cfg.hidden_size, "o_proj": cfg.num_attention_heads * head_dim,
+             "gate_proj": cfg.hidden_size, "down_proj": cfg.intermediate_size}
+    by = {}
+    for mn, r in cap.rec.items():
+        m = re.search(r"layers\.(\d+)\..*?(\w+_proj)$", mn)
+        if not m:
+            raise RuntimeError(f"unexpected AutoBitLinear {mn}")
+        by[(int(m.group(1)), m.group(2))] = (mn, r)
+    if len(by) != 7 * n_layers or len(cap.rec) != 7 * n_layers:
+        raise RuntimeError(f"captured {len(cap.rec)} AutoBitLinear calls, want {7 * n_layers}")
+    wq_fn = cap.globs.get("WeightQuant")
+    F = torch.nn.functional
+    codes, absmaxes = [], []
+    st = dict(rows=0, clamp_rows=0, s_rcp_rows=0, s_div_rows=0, s_div_codes=0, half_ties=0, near_ties=0,
+              at_pm127=0, at_m128=0, linear_exact=0, linear_checked=0)
+    with torch.no_grad():
+        for l in range(n_layers):
+            for which in AQ_ORDER:
+                mn, r = by[(l, which)]
+                x = r["x"]
+                if "xq" not in r:
+                    raise RuntimeError(f"{mn}: ActQuant.apply was not called")
+                if x.dtype != torch.float32:
+                    raise RuntimeError(f"{mn}: input dtype {x.dtype}, want float32")
+                if not bits_equal(torch, x, r["x_aq"]):
+                    raise RuntimeError(f"{mn}: ActQuant got a different tensor than the module input")
+                x2 = x.reshape(-1, x.shape[-1])
+                if x2.shape != (n_tokens, width[which]):
+                    raise RuntimeError(f"{mn}: input shape {tuple(x.shape)}, want [{n_tokens}][{width[which]}]")
+                # Exactly ActQuant's arithmetic (integrations/bitnet.py), in float32.
+                xf = x.float()
+                absmax = xf.abs().max(dim=-1, keepdim=True).values
+                s = 127 / xf.abs().max(dim=-1, keepdim=True).values.clamp_(min=1e-5)
+                qf = (xf * s).round().clamp(-128, 127)
+                deq = (qf / s).to(x.dtype)
+                if not bits_equal(torch, deq, r["xq"]):
+                    nd = int((deq.view(torch.int32) != r["xq"].view(torch.int32)).sum())
+                    raise RuntimeError(f"{mn}: codes/s differs from ActQuant's output in {nd} elements")
+                q8 = qf.to(torch.int8)
+                if not torch.equal(q8.to(torch.float32), qf):
+                    raise RuntimeError(f"{mn}: codes not integers in [-128,127]")
+                for other in AQ_SAME[which]:
+                    on, orr = by[(l, other)]
+                    if not bits_equal(torch, orr["x"], x) or not bits_equal(torch, orr["xq"], r["xq"]):
+                        raise RuntimeError(f"{on} does not see the same input as {mn}")
+                # The output of the linear is F.linear of exactly this quantized input.
+                for nm in [which] + AQ_SAME[which]:
+                    on, orr = by[(l, nm)]
+                    mod = orr["mod"]
+                    if wq_fn is not None and getattr(mod, "online_quant", False):
+                        y = F.linear(orr["xq"], wq_fn.apply(mod.weight), mod.bias)
+                        st["linear_checked"] += 1
+                        st["linear_exact"] += int(bits_equal(torch, y, orr["y"]))
+                # Statistics for the notes: how fragile the codes are.
+                a2 = absmax.reshape(-1)
+                st["rows"] += a2.numel()
+                st["clamp_rows"] += int((a2 < 1e-5).sum())
+                ac = a2.clamp(min=1e-5).reshape(-1, 1)
+                s_rcp = ac.reciprocal() * 127.0                    # (1.0f / absmax) * 127.0f, two roundings
+                st["s_rcp_rows"] += int((s_rcp.view(torch.int32) != s.reshape(-1, 1).view(torch.int32)).sum())
+                s_div = torch.div(torch.full_like(ac, 127.0), ac)   # 127.0f / absmax, one rounding
+                st["s_div_rows"] += int((s_div.view(torch.int32) != s.reshape(-1, 1).view(torch.int32)).sum())
+                q_div = (xf.reshape(-1, xf.shape[-1]) * s_div).round().clamp(-128, 127)
+                st["s_div_codes"] += int((q_div != qf.reshape(q_div.shape)).sum())
+                t = (xf * s).reshape(-1)
+                fr = (t - t.floor() - 0.5).abs()
+                st["half_ties"] += int((fr == 0).sum())
+                st["near_ties"] += int((fr < 1e-3).sum())
+                st["at_pm127"] += int((qf.abs() == 127).sum())
+                st["at_m128"] += int((qf == -128).sum())
+                codes.append(q8.reshape(-1))
+                absmaxes.append(a2)
+    log(f"[{name}] ActQuant capture: {len(cap.rec)} AutoBitLinear calls; codes/s == ActQuant output bit-exact "
+        f"for all; k/v == q and up == gate inputs; F.linear(ActQuant out, WeightQuant W) == module output "
+        f"bit-exact in {st['linear_exact']}/{st['linear_checked']}")
+    log(f"[{name}] ActQuant stats: rows={st['rows']} rows_clamped={st['clamp_rows']} "
+        f"rows_where_s!=(1/absmax)*127={st['s_rcp_rows']} "
+        f"rows_where_s!=127.0f/absmax={st['s_div_rows']} codes_changed_by_127.0f/absmax={st['s_div_codes']} "
+        f"exact_.5_ties={st['half_ties']} within_1e-3_of_.5={st['near_ties']} |q|==127:{st['at_pm127']} "
+        f"q==-128:{st['at_m128']}")
+    return torch.cat(codes).contiguous(), torch.cat(absmaxes).contiguous()
 
 
 def load_f32(transformers, torch, Model, d, arch):
@@ -470,6 +677,10 @@ def main():
     args = sys.argv[1:]
     if args and args[0] == "--check-compiled":
         return check_compiled(args[1])
+    aq_codes = False
+    if args and args[0] == "--aq-codes":
+        aq_codes = True
+        args = args[1:]
     if len(args) != 1:
         sys.exit(__doc__)
     outdir = args[0]
@@ -500,7 +711,7 @@ def main():
     for arch in ARCHS:
         if only and arch["name"] not in only.split(","):
             continue
-        build_one(transformers, torch, arch, outdir, tokens)
+        build_one(transformers, torch, arch, outdir, tokens, aq_codes=aq_codes)
         for fn in ("tokenizer.json", "tokenizer_config.json"):
             with open(os.path.join(tokdir, fn), "rb") as f, \
                     open(os.path.join(outdir, arch["name"], fn), "wb") as g:
