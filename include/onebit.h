@@ -91,8 +91,9 @@ int32_t ob_tokenizer_bos(const ob_tokenizer_t *t);     /* -1 if none */
 int32_t ob_tokenizer_eos(const ob_tokenizer_t *t);     /* -1 if none */
 /* Nonzero if generation should stop at this token (eos, eot, eom and similar). */
 int ob_tokenizer_is_eog(const ob_tokenizer_t *t, int32_t id);
-/* Encodes len bytes of text. add_bos: prepend BOS when the vocabulary asks for it
- * (tokenizer.ggml.add_bos_token). parse_special: recognise special tokens' text.
+/* Encodes len bytes of text. add_bos: add the special tokens the vocabulary asks for
+ * (BOS if tokenizer.ggml.add_bos_token, EOS if add_eos_token), as llama.cpp's add_special.
+ * parse_special: recognise special tokens' text.
  * Writes at most max_out ids; returns how many the text needs (may exceed max_out: call
  * again with a larger buffer), or -1 on error. */
 int ob_tokenizer_encode(const ob_tokenizer_t *t, const char *text, size_t len, int add_bos,

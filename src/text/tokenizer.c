@@ -88,6 +88,7 @@ struct ob_tokenizer {
     int32_t n_trie_nodes;
     uint8_t trie_first[256];   /* bytes some special token starts with */
     int has_user_defined;
+    int spm_split;             /* SPM: no mergeable token has U+2581 after another character */
     int32_t bos, eos, unk, pad, eot, eom;
     int add_bos, add_eos, add_space_prefix;
 };
@@ -461,6 +462,20 @@ int ob_tokenizer_build(const ob_tokenizer_spec *s, ob_tokenizer_t **out, char *e
             t->flags[i] |= TOKF_MERGE;
     }
 
+    if (s->model == OB_TOK_MODEL_SPM) {
+        t->spm_split = 1;
+        for (int32_t i = 0; i < n && t->spm_split; i++) {
+            size_t l;
+            const char *x = tok_text(t, i, &l);
+            if (!(t->flags[i] & TOKF_MERGE)) continue;
+            for (size_t k = 1; k + 3 <= l; k++)
+                if (memcmp(x + k, "\xE2\x96\x81", 3) == 0 && (k < 3 || memcmp(x + k - 3, "\xE2\x96\x81", 3) != 0)) {
+                    t->spm_split = 0;
+                    break;
+                }
+        }
+    }
+
     /* byte tokens */
     b2u_table(b2u, u2b);
     for (int b = 0; b < 256; b++) {
@@ -513,8 +528,10 @@ int64_t ob_tokenizer_n_merges_skipped(const ob_tokenizer_t *t) {
 
 /* ---- encoding ------------------------------------------------------------------------------ */
 
-/* Heap entry: key orders merges (BPE: rank then position; SPM: score descending then position). */
-typedef struct { uint64_t key; int32_t right, a, b; } hitem;
+/* Merge candidates live in a 4-ary min-heap of bare 64-bit keys: priority in the high half
+ * (BPE: rank; SPM: score, descending), left symbol position in the low half (ties go left, as in
+ * llama.cpp and Hugging Face). An entry is re-checked when popped rather than removed when its
+ * pair changes: the pair now at that position is merged iff its priority is still the key's. */
 
 typedef struct {
     const ob_tokenizer_t *t;
@@ -524,7 +541,7 @@ typedef struct {
     /* per-word scratch, grown on demand: [cap] symbols */
     size_t cap;
     int32_t *id, *prev, *next, *start, *len, *node;
-    hitem *heap;                  /* [3 * cap] */
+    uint64_t *heap;               /* [3 * cap]: n - 1 initial pairs + at most 2 per merge */
     size_t n_heap;
     int32_t *node_l, *node_r, *node_n;   /* SPM merge tree: [2 * cap] */
     int32_t *stack;               /* [2 * cap] */
@@ -555,7 +572,7 @@ static int ensure(enc_ctx *c, size_t n) {
     c->start = grow(c->start, cap, sizeof(int32_t), &ok);
     c->len = grow(c->len, cap, sizeof(int32_t), &ok);
     c->node = grow(c->node, cap, sizeof(int32_t), &ok);
-    c->heap = grow(c->heap, cap * 3, sizeof(hitem), &ok);
+    c->heap = grow(c->heap, cap * 3, sizeof(uint64_t), &ok);
     c->node_l = grow(c->node_l, cap * 2, sizeof(int32_t), &ok);
     c->node_r = grow(c->node_r, cap * 2, sizeof(int32_t), &ok);
     c->node_n = grow(c->node_n, cap * 2, sizeof(int32_t), &ok);
@@ -581,28 +598,28 @@ static void ctx_free(enc_ctx *c) {
     free(c->heap); free(c->node_l); free(c->node_r); free(c->node_n); free(c->stack); free(c->buf);
 }
 
-static void heap_push(enc_ctx *c, hitem x) {
-    hitem *h = c->heap;
+static void heap_push(enc_ctx *c, uint64_t x) {
+    uint64_t *h = c->heap;
     size_t i = c->n_heap++;
     while (i) {
-        size_t p = (i - 1) / 2;
-        if (h[p].key <= x.key) break;
+        size_t p = (i - 1) / 4;
+        if (h[p] <= x) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = x;
 }
 
-static hitem heap_pop(enc_ctx *c) {
-    hitem *h = c->heap, top = h[0], x = h[--c->n_heap];
+static uint64_t heap_pop(enc_ctx *c) {
+    uint64_t *h = c->heap, top = h[0], x = h[--c->n_heap];
     size_t i = 0, m = c->n_heap;
     for (;;) {
-        size_t k = 2 * i + 1;
+        size_t k = 4 * i + 1, e = k + 4 < m ? k + 4 : m, best = k;
         if (k >= m) break;
-        if (k + 1 < m && h[k + 1].key < h[k].key) k++;
-        if (h[k].key >= x.key) break;
-        h[i] = h[k];
-        i = k;
+        for (size_t j = k + 1; j < e; j++) if (h[j] < h[best]) best = j;
+        if (h[best] >= x) break;
+        h[i] = h[best];
+        i = best;
     }
     if (m) h[i] = x;
     return top;
@@ -610,13 +627,17 @@ static hitem heap_pop(enc_ctx *c) {
 
 /* -- byte-level BPE -- */
 
-static void bpe_try(enc_ctx *c, int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return;
-    int32_t a = c->id[l], b = c->id[r];
-    if (a < 0 || b < 0) return;
-    const u64_slot *m = u64_map_get(&c->t->merges, ((uint64_t)a << 32) | (uint32_t)b);
-    if (!m) return;
-    heap_push(c, (hitem){((uint64_t)(uint32_t)m->v0 << 32) | (uint32_t)l, r, a, b});
+/* The merge of symbol l with its right neighbour, or NULL. */
+static const u64_slot *bpe_pair(const enc_ctx *c, int32_t l) {
+    if (l < 0) return NULL;
+    int32_t r = c->next[l];
+    if (r < 0 || c->id[l] < 0 || c->id[r] < 0) return NULL;
+    return u64_map_get(&c->t->merges, ((uint64_t)c->id[l] << 32) | (uint32_t)c->id[r]);
+}
+
+static void bpe_try(enc_ctx *c, int32_t l) {
+    const u64_slot *m = bpe_pair(c, l);
+    if (m) heap_push(c, ((uint64_t)(uint32_t)m->v0 << 32) | (uint32_t)l);
 }
 
 static int bpe_word(void *vc, const char *w, size_t n) {
@@ -641,18 +662,19 @@ static int bpe_word(void *vc, const char *w, size_t n) {
         c->next[i] = i + 1 < ni ? i + 1 : -1;
     }
     c->n_heap = 0;
-    for (int32_t i = 0; i + 1 < ni; i++) bpe_try(c, i, i + 1);
+    for (int32_t i = 0; i + 1 < ni; i++) bpe_try(c, i);
     while (c->n_heap) {
-        hitem h = heap_pop(c);
-        int32_t l = (int32_t)(h.key & 0xFFFFFFFFu), r = h.right;
-        if (c->id[l] != h.a || c->next[l] != r || c->id[r] != h.b) continue;   /* stale */
-        const u64_slot *m = u64_map_get(&t->merges, ((uint64_t)h.a << 32) | (uint32_t)h.b);
+        uint64_t key = heap_pop(c);
+        int32_t l = (int32_t)(key & 0xFFFFFFFFu);
+        const u64_slot *m = bpe_pair(c, l);
+        if (!m || (uint32_t)m->v0 != (uint32_t)(key >> 32)) continue;   /* stale */
+        int32_t r = c->next[l];
         c->id[l] = m->v1;
-        c->id[r] = -2;
+        c->id[r] = -2;                     /* merged away */
         c->next[l] = c->next[r];
         if (c->next[r] >= 0) c->prev[c->next[r]] = l;
-        bpe_try(c, c->prev[l], l);
-        bpe_try(c, l, c->next[l]);
+        bpe_try(c, c->prev[l]);
+        bpe_try(c, l);
     }
     for (int32_t i = 0; i >= 0; i = c->next[i]) {
         if (c->id[i] >= 0) emit(c, c->id[i]);
@@ -671,13 +693,18 @@ static uint32_t score_key(float f) {      /* descending order of f as an ascendi
     return ~u;
 }
 
-static void spm_try(enc_ctx *c, int32_t l, int32_t r) {
-    if (l < 0 || r < 0) return;
-    const ob_tokenizer_t *t = c->t;
-    int32_t id = str_map_get(t, c->buf + c->start[l], (size_t)c->len[l] + (size_t)c->len[r]);
-    if (id < 0 || !(t->flags[id] & TOKF_MERGE)) return;
-    heap_push(c, (hitem){((uint64_t)score_key(t->score[id]) << 32) | (uint32_t)l, r,
-                         c->len[l] + c->len[r], id});
+/* The token symbol l and its right neighbour would merge into, or -1. */
+static int32_t spm_pair(const enc_ctx *c, int32_t l) {
+    if (l < 0 || c->len[l] == 0) return -1;
+    int32_t r = c->next[l];
+    if (r < 0) return -1;
+    int32_t id = str_map_get(c->t, c->buf + c->start[l], (size_t)c->len[l] + (size_t)c->len[r]);
+    return id >= 0 && (c->t->flags[id] & TOKF_MERGE) ? id : -1;
+}
+
+static void spm_try(enc_ctx *c, int32_t l) {
+    int32_t id = spm_pair(c, l);
+    if (id >= 0) heap_push(c, ((uint64_t)score_key(c->t->score[id]) << 32) | (uint32_t)l);
 }
 
 static void spm_emit_bytes(enc_ctx *c, const char *s, size_t n) {
@@ -688,21 +715,13 @@ static void spm_emit_bytes(enc_ctx *c, const char *s, size_t n) {
     }
 }
 
-static int spm_fragment(enc_ctx *c, const char *s, size_t n, int prefix) {
+/* BPE by score over buf[off, off + m). */
+static int spm_segment(enc_ctx *c, size_t off, size_t m) {
     const ob_tokenizer_t *t = c->t;
-    if (n > (size_t)INT32_MAX / 4) return c->failed = 1;
-    if (ensure_buf(c, 3 * n + 3) != 0) return c->failed = 1;
-    size_t m = 0;
-    if (prefix) { memcpy(c->buf, "\xE2\x96\x81", 3); m = 3; }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == ' ') { memcpy(c->buf + m, "\xE2\x96\x81", 3); m += 3; }
-        else c->buf[m++] = s[i];
-    }
-    if (m == 0) return 0;
     if (ensure(c, m) != 0) return c->failed = 1;
     int32_t ns = 0;
-    for (size_t i = 0; i < m;) {
-        size_t l = ob_utf8_len((const unsigned char *)c->buf + i, m - i);
+    for (size_t i = off; i < off + m;) {
+        size_t l = ob_utf8_len((const unsigned char *)c->buf + i, off + m - i);
         c->start[ns] = (int32_t)i;
         c->len[ns] = (int32_t)l;
         c->node[ns] = ns;
@@ -716,23 +735,23 @@ static int spm_fragment(enc_ctx *c, const char *s, size_t n, int prefix) {
     }
     int32_t n_nodes = ns;
     c->n_heap = 0;
-    for (int32_t i = 0; i + 1 < ns; i++) spm_try(c, i, i + 1);
+    for (int32_t i = 0; i + 1 < ns; i++) spm_try(c, i);
     while (c->n_heap) {
-        hitem h = heap_pop(c);
-        int32_t l = (int32_t)(h.key & 0xFFFFFFFFu), r = h.right;
-        /* same span as when pushed <=> same text <=> still valid */
-        if (c->len[l] == 0 || c->len[r] == 0 || c->next[l] != r || c->len[l] + c->len[r] != h.a) continue;
-        int32_t k = n_nodes++;
+        uint64_t key = heap_pop(c);
+        int32_t l = (int32_t)(key & 0xFFFFFFFFu);
+        int32_t id = spm_pair(c, l);
+        if (id < 0 || score_key(t->score[id]) != (uint32_t)(key >> 32)) continue;   /* stale */
+        int32_t r = c->next[l], k = n_nodes++;
         c->node_l[k] = c->node[l];
         c->node_r[k] = c->node[r];
-        c->node_n[k] = h.a;
+        c->node_n[k] = c->len[l] + c->len[r];
         c->node[l] = k;
-        c->len[l] = h.a;
+        c->len[l] = c->node_n[k];
         c->len[r] = 0;
         c->next[l] = c->next[r];
         if (c->next[r] >= 0) c->prev[c->next[r]] = l;
-        spm_try(c, c->prev[l], l);
-        spm_try(c, l, c->next[l]);
+        spm_try(c, c->prev[l]);
+        spm_try(c, l);
     }
     /* Emit; a symbol that is no emittable token is split back along its merges (an unused piece),
      * and a single character that is no token becomes bytes. */
@@ -751,6 +770,31 @@ static int spm_fragment(enc_ctx *c, const char *s, size_t n, int prefix) {
         }
     }
     return 0;
+}
+
+static int is_sp(const char *p) { return memcmp(p, "\xE2\x96\x81", 3) == 0; }
+
+static int spm_fragment(enc_ctx *c, const char *s, size_t n, int prefix) {
+    if (n > (size_t)INT32_MAX / 4) return c->failed = 1;
+    if (ensure_buf(c, 3 * n + 3) != 0) return c->failed = 1;
+    size_t m = 0;
+    if (prefix) { memcpy(c->buf, "\xE2\x96\x81", 3); m = 3; }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(c->buf + m, "\xE2\x96\x81", 3); m += 3; }
+        else c->buf[m++] = s[i];
+    }
+    if (!c->t->spm_split) return m ? spm_segment(c, 0, m) : 0;
+    /* No token has a U+2581 right after another character, so no merge can cross the start of
+     * a U+2581 run that follows other text: each such word is merged on its own (same result,
+     * and scratch sized to a word rather than the whole text). */
+    size_t w = 0;
+    for (size_t i = 3; i + 3 <= m; i++)
+        if (is_sp(c->buf + i) && !is_sp(c->buf + i - 3)) {
+            if (spm_segment(c, w, i - w)) return 1;
+            w = i;
+            i += 2;
+        }
+    return m > w ? spm_segment(c, w, m - w) : 0;
 }
 
 static int encode_text(enc_ctx *c, const char *s, size_t n, int prefix) {

@@ -324,11 +324,16 @@ static const struct { const char *text; float score; int type; } spm_pieces[] = 
     {"zq", 5, OB_TOKTYPE_UNUSED}, {"<foo>", 0, OB_TOKTYPE_USER_DEFINED}, {SP "hel", -5, 1},
 };
 
-static ob_gguf_writer_t *spm_writer(void) {
+/* extra: also the piece "z▁" (id N_SPM), which stops merges being done word by word */
+static ob_gguf_writer_t *spm_writer_x(int extra) {
     static char bytes[256][8];
-    const char *tok[N_SPM];
-    float score[N_SPM];
-    int32_t type[N_SPM];
+    const char *tok[N_SPM + 1];
+    float score[N_SPM + 1];
+    int32_t type[N_SPM + 1];
+    int n = N_SPM + !!extra;
+    tok[N_SPM] = "z" SP;
+    score[N_SPM] = 10;
+    type[N_SPM] = OB_TOKTYPE_NORMAL;
     tok[0] = "<unk>"; tok[1] = "<s>"; tok[2] = "</s>";
     type[0] = OB_TOKTYPE_UNKNOWN; type[1] = type[2] = OB_TOKTYPE_CONTROL;
     score[0] = score[1] = score[2] = 0;
@@ -345,11 +350,13 @@ static ob_gguf_writer_t *spm_writer(void) {
     }
     ob_gguf_writer_t *w = ob_gguf_writer_new();
     ob_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, NULL, N_SPM);
-    ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, type, N_SPM);
-    ob_gguf_writer_set_arr(w, "tokenizer.ggml.scores", OB_GGUF_FLOAT32, score, N_SPM);
+    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, NULL, (uint64_t)n);
+    ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, type, (uint64_t)n);
+    ob_gguf_writer_set_arr(w, "tokenizer.ggml.scores", OB_GGUF_FLOAT32, score, (uint64_t)n);
     return w;
 }
+
+static ob_gguf_writer_t *spm_writer(void) { return spm_writer_x(0); }
 
 static void test_spm(void) {
     char err[512] = "";
@@ -415,6 +422,20 @@ static void test_spm(void) {
     }
     CHECK_EQ_INT(fails, 0);
     ob_tokenizer_free(t);
+
+    /* A piece with U+2581 after a letter: merges may cross words, the result is still exact */
+    t = load(spm_writer_x(1), err, sizeof err);
+    CHECK(t != NULL);
+    if (t) {
+        ENC_EQ(t, "z z", 0, 0, S_SP, N_SPM, S_Z);
+        ENC_EQ(t, "hello world", 0, 0, S_SPHE, S_LLO, S_SPW, S_OR, S_LD);
+        ob_tokenizer_free(t);
+    }
+    t = load(spm_writer(), err, sizeof err);
+    if (t) {
+        ENC_EQ(t, "z z", 0, 0, S_SP, S_Z, S_SP, S_Z);
+        ob_tokenizer_free(t);
+    }
 
     /* add_space_prefix false */
     ob_gguf_writer_t *w = spm_writer();

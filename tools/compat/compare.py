@@ -182,8 +182,9 @@ def cmd_tokcheck(argv):
         # The goldens' BOS is added by the post-processor: compare ids_with_special.
         r = subprocess.run([tool, model, "--tokenize", s["text"]] + extra, capture_output=True, text=True)
         if r.returncode != 0:
-            print(f"tokenize FAIL (rc {r.returncode}): {r.stderr.strip().splitlines()[-1:]}")
-            continue
+            why = [l.split("error loading model: ", 1)[1] for l in r.stderr.splitlines() if "error loading model: " in l]
+            print(f"llama.cpp could not load the file: {why[-1] if why else r.stderr.strip()[-200:]}")
+            return 1
         got = json.loads(r.stdout)["tokens"]
         want = s["ids_with_special"]
         if got == want:

@@ -52,7 +52,9 @@ cc -O2 -Wall -Wextra -std=c17 -D_GNU_SOURCE -Iinclude tools/compat/ob_logits.c b
 echo "## Run"
 echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(. /etc/os-release; echo "$PRETTY_NAME") $(uname -m)"
+echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(. /etc/os-release; echo "$PRETTY_NAME") $(uname -m)," \
+     "kernel $(uname -r); CPU flags: $(for fl in avx2 fma f16c avx512f avx512_bf16 avx512_vnni amx_int8; do
+         grep -qw "$fl" /proc/cpuinfo && printf '%s ' "$fl"; done | xargs)"
 echo "- 1bit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null && [ -z "$(git status --porcelain -- src include 2>/dev/null)" ] || echo ' + uncommitted changes in src/ include/')"
 echo "- llama.cpp: $(git -C "$LLAMA_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown), CPU backend, $THREADS threads"
 echo "- llama_logits: KV cache f32, flash attention off, no extra buffer types (AMX/repack)$( [ -n "$LLAMA_ARGS" ] && echo "; extra args \`$LLAMA_ARGS\`")"
@@ -142,7 +144,10 @@ for arch in $ARCHS random256; do
         [ -f "$f" ] || continue
         d=$OUT/$arch-$type-deq-f32.gguf
         if ! "$QUANTIZE" --allow-requantize "$f" "$d" F32 "$THREADS" >"$OUT/$arch-$type-deq.log" 2>&1; then
-            echo "| $arch | $type | | | | | | | llama-quantize could not dequantize: $(grep -m1 -iE 'error|failed|unknown' "$OUT/$arch-$type-deq.log") |"
+            why=$(grep -m1 -iE 'error|failed|unknown' "$OUT/$arch-$type-deq.log" | sed 's/.*failed to quantize: //')
+            case $why in *"unknown model architecture"*)
+                echo "| $arch | all | | | | | | | llama-quantize cannot read the file: $why |"; break ;; esac
+            echo "| $arch | $type | | | | | | | llama-quantize could not dequantize: $why |"
             continue
         fi
         run_pair "$arch-$type-deq" "$d" "$f" "$toks" "$nv" "$hf" "$arch" "$type" "llama.cpp runs the F32 dequantization"
@@ -165,7 +170,10 @@ for arch in $ARCHS random256; do
         q=$OUT/$arch-llq-$type.gguf
         QT=$(echo "$type" | tr a-z A-Z)
         if ! "$QUANTIZE" "$OUT/$arch-f32.gguf" "$q" "$QT" "$THREADS" >"$OUT/$arch-llq-$type.log" 2>&1; then
-            echo "| $arch | $type | llama-quantize failed: $(grep -m1 -iE 'error|failed|unknown' "$OUT/$arch-llq-$type.log") |"
+            why=$(grep -m1 -iE 'error|failed|unknown' "$OUT/$arch-llq-$type.log" | sed 's/.*failed to quantize: //')
+            case $why in *"unknown model architecture"*)
+                echo "| $arch | all | llama-quantize cannot read the file: $why |"; break ;; esac
+            echo "| $arch | $type | llama-quantize failed: $why |"
             continue
         fi
         echo "| $arch | $type | $($CMP bytes "$f" "$q") (llama-quantize chose: $($CMP types "$q")) |"
@@ -211,8 +219,15 @@ for arch in $ARCHS; do
     done
 done
 for type in tq1_0 tq2_0; do
+    QT=$(echo "$type" | tr a-z A-Z)
     f=$OUT/random256-llq-$type.gguf
     [ -f "$f" ] || continue
     run_pair "random256-llq-$type" "$f" "$f" tests/golden/llama/tokens.json 320 "" random256 \
-        "$(echo "$type" | tr a-z A-Z) (llama-quantize)" "tensors: $($CMP types "$f")"
+        "$QT (llama-quantize)" "tensors: $($CMP types "$f")"
+    # The same with f16 embedding and output, the layout `1bit convert --type tq*` writes.
+    f=$OUT/random256-llq16-$type.gguf
+    "$QUANTIZE" --token-embedding-type f16 --output-tensor-type f16 "$OUT/random256-f32.gguf" "$f" "$QT" "$THREADS" \
+        >"$OUT/random256-llq16-$type.log" 2>&1 || { echo "| random256 | $QT | | | | | | | llama-quantize failed |"; continue; }
+    run_pair "random256-llq16-$type" "$f" "$f" tests/golden/llama/tokens.json 320 "" random256 \
+        "$QT (llama-quantize, f16 embd/output)" "tensors: $($CMP types "$f")"
 done
