@@ -96,8 +96,10 @@ static double rng_uniform(uint64_t s[4]) {
 
 /* e^x for the x = logit - max this file needs: x in [-87, 0] within ~1 ulp of expf (Cephes
  * expf: round(x / ln 2) with a two-part ln 2, degree-5 polynomial, exponent bits); x < -87,
- * -inf and NaN give 0; x > 0 (only +inf - max) gives 1. No branches and no calls, so loops
- * over it vectorise at -O2, unlike calls to expf (measured: 376 us for 152k expf calls). */
+ * -inf and NaN give 0; x > 0 (only +inf - max) gives 1. No branches and no calls, so the
+ * loop over it vectorises at -O2 (152k tokens: ~376 us of expf calls). Scalar, it is slower
+ * than libm's expf, which the scalar loops below use. Max relative error measured over every
+ * float in [-87, 0]: 8.1e-8 (1.4 ulp). */
 static inline float exp_nonpos(float x) {
     int32_t in = (x >= -87.0f) & (x <= 0.0f); /* NaN: 0 */
     int32_t pos = x > 0.0f;
@@ -121,32 +123,42 @@ static inline float exp_nonpos(float x) {
     return y;
 }
 
-/* e[i] = exp(l[i] - m) and bin[i] = floor((m - l[i]) * BIN_SCALE) capped at BINS - 1, or
- * 255 for tokens with no mass (NaN, -inf, more than 87 below the max). */
-static inline void mass_of(const float *restrict l, float m, float *restrict e,
-                           uint8_t *restrict bin, int32_t j) {
-    float x = l[j] - m;
-    float ex = exp_nonpos(x);
-    int32_t in = (x >= -87.0f) & (x <= 0.0f);
-    uint32_t xb;
-    memcpy(&xb, &x, 4);
-    xb &= (uint32_t)-in; /* NaN, inf -> 0.0: the float-to-int conversion stays defined */
-    float xm;
-    memcpy(&xm, &xb, 4);
-    int32_t b = (int32_t)(-xm * OB_SAMPLER_BIN_SCALE); /* [0, 348] */
-    b -= (b - (OB_SAMPLER_BINS - 1)) & -(int32_t)(b > OB_SAMPLER_BINS - 1);
-    int32_t has = in | (x > 0.0f);
-    e[j] = ex;
-    bin[j] = (uint8_t)((b & -has) | (255 & ~-has));
+/* For 16 tokens: e[j] = exp(l[j] - m), and bin[j] = floor((m - l[j]) * BIN_SCALE) capped at
+ * BINS - 1, or 255 for a token with no mass (NaN, -inf, more than 87 below the max).
+ * Written as one fixed-count loop over restrict pointers: the form -O2's cheap vectoriser
+ * takes (a helper called per element, or a variable count, stays scalar). */
+static inline void mass16(const float *restrict l, float m, float *restrict e,
+                          uint8_t *restrict bin) {
+    for (int32_t j = 0; j < 16; j++) {
+        float x = l[j] - m;
+        int32_t in = (x >= -87.0f) & (x <= 0.0f);
+        int32_t has = in | (x > 0.0f); /* x > 0: +inf, mass 1 */
+        uint32_t xb;
+        memcpy(&xb, &x, 4);
+        xb &= (uint32_t)-in; /* NaN, inf -> 0.0: the float-to-int conversion stays defined */
+        float xm;
+        memcpy(&xm, &xb, 4);
+        int32_t b = (int32_t)(-xm * OB_SAMPLER_BIN_SCALE); /* [0, 348] */
+        b -= (b - (OB_SAMPLER_BINS - 1)) & -(int32_t)(b > OB_SAMPLER_BINS - 1);
+        e[j] = exp_nonpos(x);
+        bin[j] = (uint8_t)((b & -has) | (255 & ~-has));
+    }
 }
 
 static void mass_pass(const float *restrict l, int32_t n, float m, float *restrict e,
                       uint8_t *restrict bin) {
     int32_t i = 0;
-    /* A fixed trip count lets -O2's cheap vectoriser take the inner loop. */
-    for (; i + 16 <= n; i += 16)
-        for (int32_t j = 0; j < 16; j++) mass_of(l + i, m, e + i, bin + i, j);
-    for (; i < n; i++) mass_of(l, m, e, bin, i);
+    for (; i + 16 <= n; i += 16) mass16(l + i, m, e + i, bin + i);
+    if (i < n) { /* the tail through a padded block, so it gets the very same arithmetic */
+        float lt[16], et[16];
+        uint8_t bt[16];
+        for (int32_t j = 0; j < 16; j++) lt[j] = i + j < n ? l[i + j] : -INFINITY;
+        mass16(lt, m, et, bt);
+        for (int32_t j = 0; i + j < n; j++) {
+            e[i + j] = et[j];
+            bin[i + j] = bt[j];
+        }
+    }
 }
 
 /* ---- candidate ordering: higher logit first, then lower id ------------------------------ */
@@ -404,10 +416,10 @@ int32_t ob_sampler_sample(ob_sampler_t *s, const float *logits) {
         if (use_p) {
             cand_sort(c, n);
             double z = 0.0, cum = 0.0;
-            for (int32_t j = 0; j < n; j++) z += exp_nonpos(c[j].w - m);
+            for (int32_t j = 0; j < n; j++) z += expf(c[j].w - m);
             double target = (double)p->top_p * z;
             int32_t keep = 0;
-            while (keep < n && (keep == 0 || cum < target)) cum += exp_nonpos(c[keep++].w - m);
+            while (keep < n && (keep == 0 || cum < target)) cum += expf(c[keep++].w - m);
             n = keep;
         }
         int32_t k = 0; /* min-p, order kept */
@@ -474,7 +486,7 @@ int32_t ob_sampler_sample(ob_sampler_t *s, const float *logits) {
     const float temp = p->temp;
     double sum = 0.0;
     for (int32_t j = 0; j < n; j++) {
-        c[j].w = exp_nonpos((c[j].w - m) / temp);
+        c[j].w = expf((c[j].w - m) / temp);
         sum += c[j].w;
     }
     double u = rng_uniform(s->rng) * sum, acc = 0.0;

@@ -265,3 +265,46 @@ OB_SUITE(golden_bitnet_codes) {
     remove(out);
     free(ref);
 }
+
+/* The golden tokenizer through convert -> GGUF -> our tokenizer, against the ids Hugging Face
+ * tokenizers produced for the same texts (tests/golden/tokenizer_check.json). */
+OB_SUITE(golden_tokenizer) {
+    char out[256], err[512];
+    json_error_t je;
+    json_t *tj = json_load_file("tests/golden/tokenizer_check.json", 0, &je);
+    CHECK(tj != NULL);
+    if (!tj) return;
+    snprintf(out, sizeof out, "%s/golden-tok.gguf", ob_test_tmpdir());
+    char *argv[] = {"convert", "tests/golden/llama", "-o", out, "--type", "f32", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    ob_model_t *m = NULL;
+    CHECK_EQ_INT(ob_model_load(out, NULL, &m, err, sizeof err), 0);
+    if (!m) { json_decref(tj); return; }
+    const ob_tokenizer_t *tok = ob_model_tokenizer(m);
+    size_t i;
+    json_t *smp;
+    int n_cases = 0;
+    json_array_foreach(json_object_get(tj, "samples"), i, smp) {
+        const char *text = json_string_value(json_object_get(smp, "text"));
+        for (int special = 0; special < 2; special++) {
+            json_t *want = json_object_get(smp, special ? "ids_with_special" : "ids");
+            int32_t ids[1024];
+            int n = ob_tokenizer_encode(tok, text, strlen(text), special, 1, ids, 1024); /* HF matches specials in text */
+            int same = n == (int)json_array_size(want);
+            for (int k = 0; same && k < n; k++) same = ids[k] == json_integer_value(json_array_get(want, (size_t)k));
+            if (!same) fprintf(stderr, "  golden_tokenizer: '%s' (special %d): ids differ from Hugging Face\n", text, special);
+            CHECK(same);
+            /* Decoding the ids gives the text back. */
+            char buf[4096];
+            size_t len = 0;
+            for (int k = special; k < n && len < sizeof buf - 64; k++)
+                len += (size_t)ob_tokenizer_token_bytes(tok, ids[k], buf + len, (int)(sizeof buf - len));
+            CHECK(len == strlen(text) && memcmp(buf, text, len) == 0);
+            n_cases++;
+        }
+    }
+    CHECK(n_cases >= 6);
+    ob_model_free(m);
+    remove(out);
+    json_decref(tj);
+}
