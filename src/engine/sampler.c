@@ -25,10 +25,14 @@
  *   penalties on, copied first and only the window's tokens rewritten); top-k by a bounded
  *   heap (O(V) compares in practice, O(V log k) worst) then a heapsort of the k survivors.
  *   Without top-k, top-p uses a histogram of probability mass by distance from the max logit
- *   (bins of 1/4 logit): only the tokens in the bin where the cumulative mass crosses top_p
- *   (and the next, as slack for rounding) are sorted; everything above is kept unsorted.
+ *   (bins of 1/4 logit, one vectorised exp pass): only the tokens in the bin where the
+ *   cumulative mass crosses top_p (and the next, as slack for rounding) are sorted; everything
+ *   above is kept unsorted. Tokens more than 87 below the max (mass < 2e-38) count as zero
+ *   there. Measured on this dev VM (one Xeon core, gcc 12 -O2), V = 152064, normal(0, 3)
+ *   logits with a peaked head: greedy ~20 us, llama.cpp defaults (top_k 40) ~50 us, top_k 0
+ *   with top_p 0.95 ~360 us (~850 us on flat uniform logits, the worst case).
  * - Sums are in double; the draw uses 53 random bits. Same seed + same logits and accepted
- *   tokens -> same tokens, on any host.
+ *   tokens -> same tokens, for a given build (libm's expf and FP contraction must match).
  */
 #include "engine/sampler.h"
 
@@ -330,21 +334,34 @@ static void apply_penalties(ob_sampler_t *s, const float *logits) {
 
 /* Lowest id holding the largest logit (NaN never wins); 0 if nothing beats -inf. The max,
  * with +inf clamped, goes to *max_out (-inf if nothing is finite or +inf).
- * Eight running maxima, then a search for the first index holding the max: a single
- * "if (l > m) { m = l; am = i; }" loop compiles to a conditional-move chain that is ~7x
- * slower (measured: 165 vs 23 us for 152k logits). */
+ * Blocks of 64 with eight running maxima each, remembering the first block that raised the
+ * max; then the first index equal to the max, from that block on (everything before it is
+ * smaller). A plain "if (l > m) { m = l; am = i; }" loop compiles to a conditional-move
+ * chain several times slower (measured: 165 vs ~25 us for 152k logits). */
 static int32_t argmax(const float *l, int32_t n, float *max_out) {
-    float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) mx[k] = l[i + k] > mx[k] ? l[i + k] : mx[k];
-    float m = mx[0];
-    for (int k = 1; k < 8; k++) m = mx[k] > m ? mx[k] : m;
-    for (; i < n; i++) m = l[i] > m ? l[i] : m;
+    float m = -INFINITY;
+    int32_t from = 0, i = 0;
+    for (; i + 64 <= n; i += 64) {
+        float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        for (int g = 0; g < 64; g += 8)
+            for (int k = 0; k < 8; k++) mx[k] = l[i + g + k] > mx[k] ? l[i + g + k] : mx[k];
+        float bm = mx[0];
+        for (int k = 1; k < 8; k++) bm = mx[k] > bm ? mx[k] : bm;
+        if (bm > m) {
+            m = bm;
+            from = i;
+        }
+    }
+    for (; i < n; i++) {
+        if (l[i] > m) {
+            m = l[i];
+            from = i;
+        }
+    }
     *max_out = clamp_inf(m);
     if (m == -INFINITY) return 0;
-    for (i = 0; i < n; i++)
+    for (i = from; i < n; i++)
         if (l[i] == m) return i;
     return 0; /* unreachable: m is one of l[] */
 }

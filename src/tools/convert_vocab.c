@@ -106,7 +106,7 @@ static int detect_pre(json_t *pt, const char **pre, char *err, size_t errlen) {
     const char *type = json_string_value(json_object_get(pt, "type"));
     if (type && strcmp(type, "ByteLevel") == 0) {
         json_t *ur = json_object_get(pt, "use_regex");
-        if (!ur || json_is_true(ur)) { *pre = "gpt2"; return 0; }
+        if (!ur || json_is_true(ur)) { *pre = "gpt-2"; return 0; } /* llama.cpp spells it so */
     }
     if (type && strcmp(type, "Sequence") == 0) {
         json_t *list = json_object_get(pt, "pretokenizers");

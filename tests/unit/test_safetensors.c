@@ -43,7 +43,7 @@ static void sb_entry(sb_t *b, const char *name, const char *dtype, const char *s
 static void sb_add(sb_t *b, const char *name, const char *dtype, const char *shape,
                    const void *bytes, size_t n) {
     sb_entry(b, name, dtype, shape, (long long)b->dlen, (long long)(b->dlen + n));
-    memcpy(b->data + b->dlen, bytes, n);
+    if (n) memcpy(b->data + b->dlen, bytes, n);
     b->dlen += n;
 }
 

@@ -220,10 +220,10 @@ static void test_filters(void) {
         int bad = 0;
         for (int i = 0; i < 500; i++) bad += ob_sampler_sample(s, x) != 2;
         CHECK_EQ_INT(bad, 0);
-        float y[4] = {INFINITY, 1.0f, INFINITY, NAN};
-        int hist[4] = {0};
+        float y[5] = {INFINITY, 1.0f, INFINITY, NAN, -INFINITY};
+        int hist[5] = {0};
         for (int i = 0; i < 2000; i++) hist[ob_sampler_sample(s, y)]++;
-        CHECK(hist[0] > 800 && hist[2] > 800 && hist[1] == 0 && hist[3] == 0);
+        CHECK(hist[0] > 800 && hist[2] > 800 && hist[1] == 0 && hist[3] == 0 && hist[4] == 0);
         float z[5] = {-INFINITY, NAN, -INFINITY, NAN, -INFINITY};
         CHECK_EQ_INT(ob_sampler_sample(s, z), 0);
         ob_sampler_free(s);
@@ -379,6 +379,35 @@ static void test_distribution(void) {
     }
 }
 
+/* The top-p cut placed 2e-6 on either side of the mass of the top two tokens, through both
+ * code paths (heap when top_k is on, histogram when off): catches a slack in the cut and an
+ * exp off by more than a few ulp. Logits sit where exp's reduced argument is near its
+ * largest (|r| ~ 0.34), where a wrong polynomial coefficient shows most. */
+static void test_top_p_boundary(void) {
+    enum { V = 5 };
+    const float l[V] = {2.0f, 2.0f - 0.34f, 2.0f - 1.03f, 2.0f - 1.72f, -INFINITY};
+    double z = 0, e[V];
+    for (int i = 0; i < V; i++) z += e[i] = exp((double)l[i] - 2.0);
+    double cum2 = (e[0] + e[1]) / z;
+    for (int path = 0; path < 2; path++) {
+        for (int side = -1; side <= 1; side += 2) {
+            ob_sampler_params p = plain_params(1.0f, 31 + (uint64_t)(path * 2 + side));
+            p.top_k = path ? 4 : 0;
+            p.top_p = (float)(cum2 + side * 2e-6);
+            ob_sampler_t *s = ob_sampler_new(&p, V);
+            int hist[V] = {0};
+            for (int i = 0; i < 3000; i++) hist[ob_sampler_sample(s, l)]++;
+            if (side < 0) CHECK(hist[0] > 0 && hist[1] > 0 && hist[2] == 0 && hist[3] == 0);
+            else CHECK(hist[0] > 0 && hist[1] > 0 && hist[2] > 0 && hist[3] == 0);
+            if (ob_test_verbose)
+                fprintf(stderr, "  top_p %.7f (top_k %d): %d %d %d %d\n", p.top_p, p.top_k,
+                        hist[0], hist[1], hist[2], hist[3]);
+            CHECK_EQ_INT(hist[4], 0);
+            ob_sampler_free(s);
+        }
+    }
+}
+
 /* Random logits, many parameter mixes, compared with the full-sort reference. */
 static void test_against_reference(void) {
     enum { V = 64 };
@@ -455,12 +484,12 @@ static void test_large_vocab(void) {
         int outside;
         /* few draws (each costs an O(V) pass); the fine distribution check is the V = 64
          * reference test, which runs the same code paths */
-        double tvd = draw_tv(s, l, V, want, 2000, &outside);
-        if (outside || tvd > 0.06)
+        double tvd = draw_tv(s, l, V, want, 1000, &outside);
+        if (outside || tvd > 0.08)
             fprintf(stderr, "  V=%d case %d: support %d, tv %.4f, %d draws outside\n", V, t,
                     n_support, tvd, outside);
         CHECK_EQ_INT(outside, 0);
-        CHECK(tvd < 0.06);
+        CHECK(tvd < 0.08); /* noise at 1000 draws over <= 6 tokens: ~0.03 */
         CHECK(n_support >= 1 && n_support <= 6);
         ob_sampler_free(s);
     }
@@ -473,7 +502,7 @@ static void test_large_vocab(void) {
     ref_dist(l, V, &p, want);
     ob_sampler_t *s = ob_sampler_new(&p, V);
     int outside;
-    draw_tv(s, l, V, want, 2000, &outside);
+    draw_tv(s, l, V, want, 300, &outside);
     CHECK_EQ_INT(outside, 0);
     ob_sampler_free(s);
 
@@ -507,6 +536,7 @@ OB_SUITE(sampler) {
     test_penalties();
     test_seeding();
     test_distribution();
+    test_top_p_boundary();
     test_against_reference();
     test_large_vocab();
 }

@@ -150,7 +150,12 @@ for arch in $ARCHS random256; do
             echo "| $arch | $type | | | | | | | llama-quantize could not dequantize: $why |"
             continue
         fi
-        run_pair "$arch-$type-deq" "$d" "$f" "$toks" "$nv" "$hf" "$arch" "$type" "llama.cpp runs the F32 dequantization"
+        # And 1bit itself on that F32 file: does 1bit's result depend on anything but the decoded weights?
+        "$OUT/ob_logits" "$f" -t "$toks" -o "$OUT/$arch-$type-q.ob.f32" --threads "$THREADS" >/dev/null 2>&1
+        "$OUT/ob_logits" "$d" -t "$toks" -o "$OUT/$arch-$type-deq.obf32.f32" --threads "$THREADS" >/dev/null 2>&1
+        same=$($CMP pair "$nv" "$OUT/$arch-$type-q.ob.f32" "$OUT/$arch-$type-deq.obf32.f32" | sed 's/ top1.*//; s/max_abs_diff /max abs /')
+        run_pair "$arch-$type-deq" "$d" "$f" "$toks" "$nv" "$hf" "$arch" "$type" \
+            "llama.cpp runs the F32 dequantization; 1bit on it vs 1bit on the file: $same"
     done
 done
 echo
@@ -206,7 +211,9 @@ done
 echo
 
 # ---- 6. files written by llama.cpp (llama-quantize of our f32 file) ------------------------
-echo "## 6. GGUF written by llama.cpp's \`llama-quantize\` (from our f32 file, its default tensor types), both engines"
+echo "## 6. GGUF written by llama.cpp's \`llama-quantize\` (from our f32 file, its default tensor types) in both engines"
+echo
+echo "Rows noted \"llama.cpp runs the F32 dequantization\": llama.cpp on \`llama-quantize --allow-requantize\` of that file to F32, 1bit on the file itself."
 echo
 $CMP header
 for arch in $ARCHS; do
@@ -216,6 +223,11 @@ for arch in $ARCHS; do
         [ -f "$f" ] || continue
         run_pair "$arch-llq-$type" "$f" "$f" "$g/tokens.json" "$(n_vocab_of "$g/config.json")" "$g/logits.f32" "$arch" \
             "$(echo "$type" | tr a-z A-Z) (llama-quantize)" "tensors: $($CMP types "$f")"
+        # Does 1bit decode llama.cpp's file as llama.cpp does? llama.cpp on its own F32 dequantization.
+        d=$OUT/$arch-llq-$type-deq-f32.gguf
+        "$QUANTIZE" --allow-requantize "$f" "$d" F32 "$THREADS" >"$OUT/$arch-llq-$type-deq.log" 2>&1 || continue
+        run_pair "$arch-llq-$type-deq" "$d" "$f" "$g/tokens.json" "$(n_vocab_of "$g/config.json")" "$g/logits.f32" "$arch" \
+            "$(echo "$type" | tr a-z A-Z) (llama-quantize)" "llama.cpp runs the F32 dequantization"
     done
 done
 for type in tq1_0 tq2_0; do
@@ -230,4 +242,8 @@ for type in tq1_0 tq2_0; do
         >"$OUT/random256-llq16-$type.log" 2>&1 || { echo "| random256 | $QT | | | | | | | llama-quantize failed |"; continue; }
     run_pair "random256-llq16-$type" "$f" "$f" tests/golden/llama/tokens.json 320 "" random256 \
         "$QT (llama-quantize, f16 embd/output)" "tensors: $($CMP types "$f")"
+    d=$OUT/random256-llq16-$type-deq-f32.gguf
+    "$QUANTIZE" --allow-requantize "$f" "$d" F32 "$THREADS" >"$OUT/random256-llq16-$type-deq.log" 2>&1 || continue
+    run_pair "random256-llq16-$type-deq" "$d" "$f" tests/golden/llama/tokens.json 320 "" random256 \
+        "$QT (llama-quantize, f16 embd/output)" "llama.cpp runs the F32 dequantization"
 done
