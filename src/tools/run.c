@@ -100,6 +100,7 @@ int ob_cmd_run(int argc, char **argv) {
     }
     if (ob_ctx_new(m, &cp, &c, err, sizeof err)) { fprintf(stderr, "run: %s\n", err); goto out; }
     smp = ob_sampler_new(&sp, info->n_vocab);
+    if (!smp) { fprintf(stderr, "run: invalid sampler parameters (temperature, top-k/p, min-p or penalties)\n"); goto out; }
     int32_t *pos = malloc((size_t)cp.n_batch * sizeof *pos);
 
     int64_t t0 = ob_time_us();
