@@ -2,9 +2,10 @@
 # compat.sh — GGUF compatibility between 1bit and llama.cpp (docs/compat.md).
 #
 # Owns: building our two small programs (llama_logits.c against an EXISTING llama.cpp build,
-# ob_logits.c against build/lib1bit.a), converting every golden model with `1bit convert` to
-# each weight type, running both engines on the golden tokens, and printing Markdown tables
-# of llama.cpp vs 1bit vs transformers (tests/golden/<arch>/logits.f32). Also: llama.cpp on its
+# ob_logits.c against build/lib1bit.a, both with logits_common.c), converting every golden
+# model with `1bit convert` to each weight type, running both engines on the golden tokens,
+# and printing Markdown tables of llama.cpp vs 1bit vs transformers
+# (tests/golden/<arch>/logits.f32). Also: llama.cpp on its
 # own f32 dequantization of each file (do both engines decode the weights alike?), our tensor
 # bytes against llama-quantize's, llama.cpp with its default f16 KV cache, llama.cpp's
 # tokenizer on the golden texts, files written by llama-quantize loaded in 1bit, and the
@@ -19,7 +20,7 @@
 #   ARCHS       golden models (default "llama mistral qwen2 qwen3 bitnet")
 #   TYPES       weight types (default "f32 f16 bf16 q8_0 q4_0"; bitnet also gets tq1_0 tq2_0)
 #   THREADS     CPU threads for both engines (default 2)
-#   LLAMA_ARGS  extra arguments for llama_logits, e.g. "--override-kv tokenizer.ggml.pre=str:gpt-2"
+#   LLAMA_ARGS  extra arguments for llama_logits, e.g. "--override-kv KEY=str:VALUE"
 #               (diagnosis only; the run header then says so)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,9 +44,9 @@ mkdir -p "$OUT"
 
 # ---- build our programs -------------------------------------------------------------------
 make -s build/1bit build/lib1bit.a >"$OUT/make.log" 2>&1 || { cat "$OUT/make.log" >&2; die "make build/1bit failed"; }
-cc -O2 -Wall -Wextra -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" tools/compat/llama_logits.c \
+cc -O2 -Wall -Wextra -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" tools/compat/llama_logits.c tools/compat/logits_common.c \
    -o "$OUT/llama_logits" -L"$LLBIN" -lllama -lggml -lggml-base -Wl,-rpath,"$LLBIN" || die "building llama_logits failed"
-cc -O2 -Wall -Wextra -std=c17 -D_GNU_SOURCE -Iinclude tools/compat/ob_logits.c build/lib1bit.a \
+cc -O2 -Wall -Wextra -std=c17 -D_GNU_SOURCE -Iinclude tools/compat/ob_logits.c tools/compat/logits_common.c build/lib1bit.a \
    -ljansson -lpcre2-8 -lm -pthread -o "$OUT/ob_logits" || die "building ob_logits failed"
 
 # ---- where and what ---------------------------------------------------------------------

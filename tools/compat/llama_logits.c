@@ -5,18 +5,19 @@
  * position, and writing them as raw little-endian float32 [n_tokens][n_vocab]. With
  * --tokenize it instead prints llama.cpp's token ids of a text as JSON (the tokenizer check).
  * Does not own: llama.cpp itself (a peer, built elsewhere and only linked against), the
- * comparison (compare.py), the 1bit side (ob_logits.c).
+ * comparison (compare.py), the 1bit side (ob_logits.c), the options, token reading and logits
+ * writing both share (logits_common.c).
  *
  * Build (compat.sh does this):
- *   cc -O2 -I$LLAMA/include -I$LLAMA/ggml/include tools/compat/llama_logits.c \
+ *   cc -O2 -I$LLAMA/include -I$LLAMA/ggml/include tools/compat/llama_logits.c tools/compat/logits_common.c \
  *      -L$LLAMA/build/bin -lllama -lggml -lggml-base -Wl,-rpath,$LLAMA/build/bin
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llama.h"
+#include "logits_common.h"
 
 static int verbose = 0;
 
@@ -47,96 +48,21 @@ static int usage(void) {
     return 2;
 }
 
-/* Reads every integer of the array after "tokens" in a small JSON file. Minimal on purpose:
- * it accepts {"tokens": [1, 2, 3]} and anything else with that key and a flat int array. */
-static int read_tokens(const char *path, int32_t **out, int *n_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "llama_logits: %s: %s\n", path, strerror(errno)); return -1; }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = 2 * cap + 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); fprintf(stderr, "llama_logits: out of memory\n"); return -1; }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, 4096, f);
-        len += r;
-        if (r < 4096) break;
-    }
-    fclose(f);
-    buf[len] = 0;
-    char *p = strstr(buf, "\"tokens\"");
-    p = p ? strchr(p, '[') : NULL;
-    if (!p) { fprintf(stderr, "llama_logits: %s: no \"tokens\": [...] array\n", path); free(buf); return -1; }
-    p++;
-    int n = 0, ncap = 0;
-    int32_t *ids = NULL;
-    for (;;) {
-        while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t' || *p == ',') p++;
-        if (*p == ']') break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 0x7fffffff) {
-            fprintf(stderr, "llama_logits: %s: bad token id near '%.20s'\n", path, p);
-            free(ids); free(buf);
-            return -1;
-        }
-        if (n == ncap) {
-            ncap = ncap ? 2 * ncap : 64;
-            int32_t *ni = realloc(ids, (size_t)ncap * sizeof *ids);
-            if (!ni) { free(ids); free(buf); fprintf(stderr, "llama_logits: out of memory\n"); return -1; }
-            ids = ni;
-        }
-        ids[n++] = (int32_t)v;
-        p = end;
-    }
-    free(buf);
-    if (n == 0) { fprintf(stderr, "llama_logits: %s: the token list is empty\n", path); free(ids); return -1; }
-    *out = ids;
-    *n_out = n;
-    return 0;
-}
-
-static int parse_ids(const char *s, int32_t **out, int *n_out) {
-    int n = 1;
-    for (const char *c = s; *c; c++) n += *c == ',';
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) return -1;
-    int k = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 0x7fffffff || (*end && *end != ',')) {
-            fprintf(stderr, "llama_logits: --ids: bad token id near '%s'\n", p);
-            free(ids);
-            return -1;
-        }
-        ids[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    if (k == 0) { fprintf(stderr, "llama_logits: --ids: empty list\n"); free(ids); return -1; }
-    *out = ids;
-    *n_out = k;
-    return 0;
-}
+/* llama_get_logits_ith as lc_write_logits wants it. */
+static const float *logits_row(void *ctx, int i) { return llama_get_logits_ith(ctx, i); }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *tok_path = NULL, *ids_arg = NULL, *out_path = NULL, *text = NULL;
+    lc_args args = {.prog = "llama_logits", .n_threads = 2};
+    const char *text = NULL;
     const char *kv = "f32", *fa = "off";
-    int n_threads = 2, parse_special = 1, n_over = 0, extra_bufts = 0;
+    int parse_special = 1, n_over = 0, extra_bufts = 0;
     struct llama_model_kv_override over[9];
     memset(over, 0, sizeof over);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-t") && i + 1 < argc) tok_path = argv[++i];
-        else if (!strcmp(a, "--ids") && i + 1 < argc) ids_arg = argv[++i];
-        else if (!strcmp(a, "-o") && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(a, "--kv") && i + 1 < argc) kv = argv[++i];
+        if (lc_option(&args, argc, argv, &i)) continue;
+        if (!strcmp(a, "--kv") && i + 1 < argc) kv = argv[++i];
         else if (!strcmp(a, "--fa") && i + 1 < argc) fa = argv[++i];
-        else if (!strcmp(a, "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--tokenize") && i + 1 < argc) text = argv[++i];
         else if (!strcmp(a, "--no-special")) parse_special = 0;
         else if (!strcmp(a, "--extra-bufts")) extra_bufts = 1;
@@ -153,20 +79,19 @@ int main(int argc, char **argv) {
             strcpy(over[n_over].val_str, eq + 5);
             n_over++;
         }
-        else if (a[0] == '-') { fprintf(stderr, "llama_logits: unknown or incomplete option '%s'\n", a); return usage(); }
-        else if (!model_path) model_path = a;
-        else { fprintf(stderr, "llama_logits: unexpected argument '%s'\n", a); return usage(); }
+        else if (lc_positional(&args, a)) return usage();
     }
+    const char *model_path = args.model_path, *out_path = args.out_path;
+    int n_threads = args.n_threads;
     if (!model_path) return usage();
-    if (!text && ((!tok_path) == (!ids_arg) || !out_path)) return usage();
+    if (!text && ((!args.tok_path) == (!args.ids_arg) || !out_path)) return usage();
     if (strcmp(kv, "f32") && strcmp(kv, "f16")) { fprintf(stderr, "llama_logits: --kv must be f32 or f16\n"); return 2; }
     if (strcmp(fa, "on") && strcmp(fa, "off")) { fprintf(stderr, "llama_logits: --fa must be on or off\n"); return 2; }
     if (n_threads < 1) n_threads = 1;
 
     int32_t *tokens = NULL;
     int n_tokens = 0;
-    if (!text && (tok_path ? read_tokens(tok_path, &tokens, &n_tokens) : parse_ids(ids_arg, &tokens, &n_tokens)))
-        return 1;
+    if (!text && lc_load_tokens(&args, &tokens, &n_tokens)) return 1;
 
     llama_log_set(log_cb, NULL);
     llama_backend_init();
@@ -238,18 +163,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    FILE *f = fopen(out_path, "wb");
-    if (!f) { fprintf(stderr, "llama_logits: %s: %s\n", out_path, strerror(errno)); return 1; }
-    for (int i = 0; i < n_tokens; i++) {
-        const float *row = llama_get_logits_ith(ctx, i);
-        if (!row) { fprintf(stderr, "llama_logits: no logits for position %d\n", i); fclose(f); return 1; }
-        if (fwrite(row, sizeof(float), (size_t)n_vocab, f) != (size_t)n_vocab) {
-            fprintf(stderr, "llama_logits: %s: write failed\n", out_path);
-            fclose(f);
-            return 1;
-        }
-    }
-    if (fclose(f) != 0) { fprintf(stderr, "llama_logits: %s: %s\n", out_path, strerror(errno)); return 1; }
+    if (lc_write_logits("llama_logits", out_path, n_tokens, n_vocab, logits_row, ctx)) return 1;
 
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
