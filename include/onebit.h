@@ -125,6 +125,93 @@ int32_t ob_sampler_sample(ob_sampler_t *s, const float *logits);
 void ob_sampler_accept(ob_sampler_t *s, int32_t token);
 void ob_sampler_reset(ob_sampler_t *s);
 
+/* ---- scheduler: many requests, one forward pass -------------------------------------------
+ * The scheduler owns an inference context with one KV-cache sequence per slot and a thread
+ * that runs continuous batching: every step decodes one token for each generating slot and
+ * fills the rest of the batch with chunks of waiting prompts. A new request takes the free slot
+ * whose cache shares the longest prefix with its prompt (cache_n tokens are not recomputed).
+ * When every slot is busy, requests queue. Front ends submit token ids and read events. */
+typedef struct ob_sched ob_sched_t;
+typedef struct ob_req ob_req_t;
+
+typedef struct {
+    int32_t n_slots;         /* parallel sequences (llama-server --parallel); <= 0: 1 */
+    int32_t n_ctx;           /* positions per slot; <= 0: the model's training context, at most 4096 */
+    int32_t n_batch;         /* most tokens per forward pass; <= 0: 512 */
+    int32_t max_queue;       /* waiting requests beyond the slots; <= 0: 256 */
+} ob_sched_params;
+
+/* Called with the logits of a request's next token (after logit_bias), before sampling: may
+ * set entries to -INFINITY (grammar constraints). Runs on the scheduler thread. */
+typedef void (*ob_logits_filter_fn)(void *user, float *logits, int32_t n_vocab);
+
+typedef struct { int32_t token; float bias; } ob_logit_bias;
+
+typedef struct {
+    const int32_t *prompt;   /* token ids, copied at submit */
+    int32_t n_prompt;
+    int32_t max_tokens;      /* <= 0: until the context is full */
+    ob_sampler_params sampling;
+    int ignore_eos;          /* keep generating past end-of-generation tokens */
+    int32_t n_probs;         /* top alternatives reported with each token (0..20) */
+    const ob_logit_bias *logit_bias; /* copied at submit */
+    int32_t n_logit_bias;
+    ob_logits_filter_fn filter;
+    void *filter_user;
+} ob_req_params;
+
+typedef enum {
+    OB_FINISH_NONE = 0,      /* not finished */
+    OB_FINISH_STOP,          /* end-of-generation token (or cancelled by the front end after a stop string) */
+    OB_FINISH_LENGTH,        /* max_tokens reached */
+    OB_FINISH_CONTEXT,       /* the slot's context is full */
+    OB_FINISH_CANCELLED,     /* ob_req_cancel */
+    OB_FINISH_ERROR          /* decode failed: see ob_req_error */
+} ob_finish;
+
+#define OB_MAX_PROBS 20
+
+typedef struct {
+    int32_t token;           /* -1 on the final event when no token comes with it */
+    float logprob;           /* log-probability of token under the model's distribution */
+    int32_t n_probs;
+    int32_t top_tokens[OB_MAX_PROBS];
+    float top_logprobs[OB_MAX_PROBS];
+    ob_finish finish;        /* set on the last event of a request */
+} ob_token_event;
+
+typedef struct {
+    int32_t n_prompt;        /* prompt tokens */
+    int32_t cache_n;         /* of those, reused from the slot's cache */
+    int32_t prompt_n;        /* prompt tokens actually computed (n_prompt - cache_n) */
+    double prompt_ms;        /* from the first prompt batch to the first token's logits */
+    int32_t predicted_n;     /* generated tokens */
+    double predicted_ms;     /* from the first to the last generated token */
+    double queued_ms;        /* time spent waiting for a slot */
+    int32_t slot;            /* slot that served it, -1 before assignment */
+} ob_req_timings;
+
+ob_sched_params ob_sched_default_params(void);
+int ob_sched_new(ob_model_t *m, const ob_sched_params *p, ob_sched_t **out, char *err, size_t errlen);
+/* Stops the thread, cancels every request (their readers get OB_FINISH_CANCELLED). */
+void ob_sched_free(ob_sched_t *s);
+int32_t ob_sched_n_ctx(const ob_sched_t *s);
+int32_t ob_sched_n_slots(const ob_sched_t *s);
+/* Snapshot of slot i: busy flag and cached token count (for /slots). */
+void ob_sched_slot_info(ob_sched_t *s, int32_t i, int *busy, int32_t *n_cached);
+/* Submits a request. NULL with err when refused: a prompt longer than the context ("exceeds the
+ * available context size"), a full queue ("queue is full"), bad parameters. */
+ob_req_t *ob_sched_submit(ob_sched_t *s, const ob_req_params *p, char *err, size_t errlen);
+/* Waits up to timeout_ms (< 0: forever) for the next event. Returns 1 with an event, 0 on
+ * timeout, -1 when the request has finished and every event was read. */
+int ob_req_next(ob_req_t *r, ob_token_event *ev, int timeout_ms);
+/* Asks the scheduler to stop this request within one step (client gone, stop string seen). */
+void ob_req_cancel(ob_req_t *r);
+void ob_req_get_timings(ob_req_t *r, ob_req_timings *t);
+const char *ob_req_error(ob_req_t *r);
+/* Releases the reader's reference (cancels the request if it is still running). */
+void ob_req_free(ob_req_t *r);
+
 /* ---- misc ----------------------------------------------------------------------------- */
 /* Monotonic clock in microseconds. */
 int64_t ob_time_us(void);
