@@ -144,6 +144,9 @@ typedef struct {
 /* Called with the logits of a request's next token (after logit_bias), before sampling: may
  * set entries to -INFINITY (grammar constraints). Runs on the scheduler thread. */
 typedef void (*ob_logits_filter_fn)(void *user, float *logits, int32_t n_vocab);
+/* Called with each token sampled for the request (scheduler thread), so a filter can advance
+ * its state (a grammar). */
+typedef void (*ob_token_accept_fn)(void *user, int32_t token);
 
 typedef struct { int32_t token; float bias; } ob_logit_bias;
 
@@ -156,8 +159,9 @@ typedef struct {
     int32_t n_probs;         /* top alternatives reported with each token (0..20) */
     const ob_logit_bias *logit_bias; /* copied at submit */
     int32_t n_logit_bias;
-    ob_logits_filter_fn filter;
-    void *filter_user;
+    ob_logits_filter_fn filter;  /* may be NULL */
+    ob_token_accept_fn accept;   /* may be NULL */
+    void *filter_user;           /* passed to both */
 } ob_req_params;
 
 typedef enum {

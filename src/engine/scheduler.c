@@ -34,6 +34,7 @@ struct ob_req {
     int ignore_eos;
     ob_logit_bias *bias;         /* [n_bias] */
     ob_logits_filter_fn filter;
+    ob_token_accept_fn accept;
     void *filter_user;
     ob_sampler_t *sampler;
     /* scheduler-thread state */
@@ -227,6 +228,7 @@ static void on_logits(ob_sched_t *s, ob_req_t *r, const float *logits) {
     int32_t t = ob_sampler_sample(r->sampler, s->work);
     if (t < 0 || t >= s->n_vocab) t = 0;
     ob_sampler_accept(r->sampler, t);
+    if (r->accept) r->accept(r->filter_user, t);
     int64_t now = ob_time_us();
     if (r->n_gen == 0) {
         r->t_first = now;
@@ -434,6 +436,7 @@ ob_req_t *ob_sched_submit(ob_sched_t *s, const ob_req_params *p, char *err, size
     r->n_probs = p->n_probs;
     r->ignore_eos = p->ignore_eos;
     r->filter = p->filter;
+    r->accept = p->accept;
     r->filter_user = p->filter_user;
     r->prompt = malloc((size_t)p->n_prompt * sizeof(int32_t));
     r->n_bias = p->n_logit_bias > 0 ? p->n_logit_bias : 0;
