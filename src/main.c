@@ -13,6 +13,7 @@ static const struct {
     {"run", ob_cmd_run, "generate a continuation of a prompt"},
     {"bench", ob_cmd_bench, "prompt-processing and decode speed (like llama-bench)"},
     {"convert", ob_cmd_convert, "Hugging Face checkpoint (or random weights) -> GGUF"},
+    {"perplexity", ob_cmd_perplexity, "perplexity of a model over a text file"},
     {"registry", ob_cmd_registry, "architectures and weight types this build runs"},
 };
 

@@ -308,3 +308,50 @@ OB_SUITE(golden_tokenizer) {
     remove(out);
     json_decref(tj);
 }
+
+/* `1bit perplexity` against transformers: the golden tokens are BOS + the text below, so one
+ * chunk of 24 with BOS and every token scored must give exp(mean NLL) of transformers' logits. */
+OB_SUITE(golden_perplexity) {
+    const char *text = "The quick brown fox jumps over the l";
+    char out[256], err[512];
+    snprintf(out, sizeof out, "%s/golden-ppl.gguf", ob_test_tmpdir());
+    char *argv[] = {"convert", "tests/golden/qwen2", "-o", out, "--type", "f32", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    ob_model_t *m = NULL;
+    CHECK_EQ_INT(ob_model_load(out, NULL, &m, err, sizeof err), 0);
+    size_t nref = 0;
+    float *ref = read_floats("tests/golden/qwen2/logits.f32", &nref);
+    json_error_t je;
+    json_t *tj = json_load_file("tests/golden/qwen2/tokens.json", 0, &je);
+    if (!m || !ref || !tj) { ob_model_free(m); free(ref); json_decref(tj); CHECK(0); return; }
+    json_t *ta = json_object_get(tj, "tokens");
+    int n = (int)json_array_size(ta), V = (int)(nref / (size_t)n);
+    double nll = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        const float *l = ref + (size_t)i * V;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < V; v++) if (l[v] > mx) mx = l[v];
+        for (int v = 0; v < V; v++) sum += exp(l[v] - mx);
+        nll -= l[json_integer_value(json_array_get(ta, (size_t)i + 1))] - mx - log(sum);
+    }
+    double want = exp(nll / (n - 1));
+    ob_ppl_opts o = {n, 0, 0, 1, 0, 0};
+    ob_ppl_result r;
+    CHECK_EQ_INT(ob_perplexity_compute(m, text, strlen(text), &o, &r, err, sizeof err), 0);
+    CHECK_EQ_INT(r.scored, n - 1);
+    CHECK_EQ_INT(r.bos, 1);
+    if (ob_test_verbose) fprintf(stderr, "  perplexity %.6f, transformers %.6f\n", r.ppl, want);
+    CHECK_NEAR(r.ppl / want, 1.0, 1e-5);
+    /* The default method scores only the second half. */
+    o.score_all = 0;
+    CHECK_EQ_INT(ob_perplexity_compute(m, text, strlen(text), &o, &r, err, sizeof err), 0);
+    CHECK_EQ_INT(r.scored, n - 1 - (n / 2 - 1));
+    /* Too little text for one chunk is an error, not a division by zero. */
+    o.n_ctx = 4096;
+    CHECK_EQ_INT(ob_perplexity_compute(m, text, strlen(text), &o, &r, err, sizeof err), -1);
+    CHECK(strstr(err, "fewer than one chunk") != NULL);
+    json_decref(tj);
+    free(ref);
+    ob_model_free(m);
+    remove(out);
+}
