@@ -45,6 +45,8 @@ const ob_model_info *ob_model_get_info(const ob_model_t *m);
 const ob_tokenizer_t *ob_model_tokenizer(const ob_model_t *m);
 /* A metadata string of the model file (e.g. "tokenizer.chat_template"), or NULL. */
 const char *ob_model_meta_str(const ob_model_t *m, const char *key);
+/* A metadata integer of the model file (e.g. "llama.pooling_type"), or def when absent. */
+int64_t ob_model_meta_int(const ob_model_t *m, const char *key, int64_t def);
 
 /* ---- context: KV cache for n_seq sequences of up to n_ctx positions -------------------- */
 typedef struct {
@@ -73,6 +75,12 @@ int32_t ob_ctx_n_ctx(const ob_ctx_t *c);
 int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen);
 /* Logits [n_vocab] of the j-th token that asked for logits in the last ob_decode. */
 const float *ob_get_logits(const ob_ctx_t *c, int32_t j);
+/* Embedding mode (on != 0): ob_decode gives, for each token that asks for output
+ * (want_logits), the final hidden state after the output norm [n_embd] instead of logits.
+ * For /v1/embeddings; pooling over the rows is the caller's. */
+void ob_ctx_set_embeddings(ob_ctx_t *c, int on);
+/* Hidden state [n_embd] of the j-th token that asked for output in the last ob_decode (embedding mode). */
+const float *ob_get_embeddings(const ob_ctx_t *c, int32_t j);
 /* Forget positions >= p0 of sequence seq (p0 = 0 clears it). */
 void ob_kv_seq_truncate(ob_ctx_t *c, int32_t seq, int32_t p0);
 int32_t ob_kv_seq_len(const ob_ctx_t *c, int32_t seq);

@@ -36,6 +36,9 @@ struct ob_ctx {
     ob_observer_fn obs;         /* debug observer or NULL */
     void *obs_user;
     float *obs_buf;             /* host [n_batch][max(q_dim, n_embd, n_ff)] copy for the observer */
+    int embd_mode;              /* rows asking for output get the normed hidden state, not logits */
+    float *embd;                /* host [cap_embd][n_embd] */
+    int cap_embd;
 };
 
 ob_ctx_params ob_ctx_default_params(void) {
@@ -61,6 +64,7 @@ void ob_ctx_free(ob_ctx_t *c) {
     free(c->out_rows);
     free(c->logits);
     free(c->obs_buf);
+    free(c->embd);
     if (c->dlogits) be->dealloc(be, c->dlogits);
     free(c);
 }
@@ -131,7 +135,15 @@ int32_t ob_kv_seq_len(const ob_ctx_t *c, int32_t seq) {
     return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
 }
 
+void ob_ctx_set_embeddings(ob_ctx_t *c, int on) { c->embd_mode = on != 0; }
+
+const float *ob_get_embeddings(const ob_ctx_t *c, int32_t j) {
+    if (!c->embd_mode || j < 0 || j >= c->n_out) return NULL;
+    return c->embd + (size_t)j * c->m->hp.n_embd;
+}
+
 const float *ob_get_logits(const ob_ctx_t *c, int32_t j) {
+    if (c->embd_mode) return NULL;
     if (j < 0 || j >= c->n_out) return NULL;
     return c->logits + (size_t)j * c->m->hp.n_vocab;
 }
@@ -257,6 +269,20 @@ int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
         c->out_rows[n_out++] = i;
     }
     if (n_out == 0) return 0;
+    if (c->embd_mode) {
+        /* Embeddings: the hidden state after the output norm, no vocabulary matmul. */
+        if (n_out > c->cap_embd) {
+            float *ne = realloc(c->embd, (size_t)n_out * d * sizeof(float));
+            if (!ne) return ERR("decode: out of memory for %d rows of embeddings", n_out);
+            c->embd = ne;
+            c->cap_embd = n_out;
+        }
+        be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);
+        be->download(be, c->embd, c->h, (size_t)n_out * d * sizeof(float));
+        be->sync(be);
+        c->n_out = n_out;
+        return 0;
+    }
     if (n_out > c->cap_out) {
         /* Grows once to the largest request seen (e.g. perplexity asks for every row). */
         float *nl = realloc(c->logits, (size_t)n_out * hp->n_vocab * sizeof(float));

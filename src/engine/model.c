@@ -294,3 +294,10 @@ const char *ob_model_meta_str(const ob_model_t *m, const char *key) {
     if (ob_gguf_get_str(m->gguf, key, &s, e, sizeof e) != 1) return NULL;
     return s;
 }
+
+int64_t ob_model_meta_int(const ob_model_t *m, const char *key, int64_t def) {
+    int64_t v;
+    char e[8];
+    if (ob_gguf_get_i64(m->gguf, key, &v, e, sizeof e) != 1) return def;
+    return v;
+}
