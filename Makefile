@@ -3,7 +3,8 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -pthread -MMD -MP -Isrc -Iinclude
-LDLIBS  += -ljansson -lpcre2-8 -lm -pthread
+LDLIBS  += -lmicrohttpd -lcurl -ljansson -lpcre2-8 -lm -pthread
+LDLIBS  += -lutf8proc
 BUILD   ?= build
 
 SRC_ALL  := $(shell find src -name '*.c' | sort)
@@ -28,6 +29,10 @@ $(BUILD)/1bit: $(OBJ_MAIN) $(BUILD)/lib1bit.a
 $(BUILD)/lib1bit.a: $(OBJ_LIB)
 	@rm -f $@
 	ar rcs $@ $^
+
+# `1bit serve --version` prints llama-server's 'version: N (commit)'.
+$(BUILD)/obj/src/tools/serve.o: CFLAGS += -DOB_BUILD_NUMBER=$(shell git rev-list --count HEAD 2>/dev/null || echo 0) \
+	-DOB_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@ static const struct {
     int (*fn)(int, char **);
     const char *help;
 } commands[] = {
+    {"serve", ob_cmd_serve, "OpenAI-compatible HTTP server (llama-server's flags)"},
     {"run", ob_cmd_run, "generate a continuation of a prompt"},
     {"bench", ob_cmd_bench, "prompt-processing and decode speed (like llama-bench)"},
     {"convert", ob_cmd_convert, "Hugging Face checkpoint (or random weights) -> GGUF"},
