@@ -94,6 +94,10 @@ typedef void (*ob_observer_fn)(void *user, const char *name, int layer, const fl
 int ob_ctx_set_observer(ob_ctx_t *c, ob_observer_fn fn, void *user);
 
 /* ---- tokenizer ---------------------------------------------------------------------- */
+/* A tokenizer on its own (without the model's weights): from a GGUF file's tokenizer.ggml.*
+ * keys, or from a Hugging Face tokenizer.json (chosen by the file's content). */
+int ob_tokenizer_load(const char *path, ob_tokenizer_t **out, char *err, size_t errlen);
+void ob_tokenizer_free(ob_tokenizer_t *t);
 int32_t ob_tokenizer_n_vocab(const ob_tokenizer_t *t);
 int32_t ob_tokenizer_bos(const ob_tokenizer_t *t);     /* -1 if none */
 int32_t ob_tokenizer_eos(const ob_tokenizer_t *t);     /* -1 if none */
@@ -109,6 +113,20 @@ int ob_tokenizer_encode(const ob_tokenizer_t *t, const char *text, size_t len, i
 /* The bytes of one token (special tokens as their text). Returns the byte count (may exceed
  * buflen; nothing beyond buflen is written), or -1 for an id out of range. */
 int ob_tokenizer_token_bytes(const ob_tokenizer_t *t, int32_t id, char *buf, int buflen);
+/* The text of ids (as Hugging Face's decode for tokenizer.json vocabularies: the decoder chain;
+ * for GGUF vocabularies the tokens' bytes joined), always valid UTF-8 (ill-formed bytes become
+ * U+FFFD). skip_special: leave special tokens out. Returns the byte count (may exceed buflen;
+ * nothing beyond buflen is written), or -1. Allocates scratch per call. */
+int ob_tokenizer_decode(const ob_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char *buf, int buflen);
+/* Streaming decode: push ids one at a time and get back the text that became final (never part
+ * of a UTF-8 character). The chunks of a stream, plus flush, add up to ob_tokenizer_decode of all
+ * its ids. The returned text lives in the decoder until its next call. Steady-state pushes do
+ * not allocate. NULL on failure. */
+typedef struct ob_detok ob_detok_t;
+ob_detok_t *ob_detok_new(const ob_tokenizer_t *t, int skip_special);
+const char *ob_detok_push(ob_detok_t *d, int32_t id, size_t *len);
+const char *ob_detok_flush(ob_detok_t *d, size_t *len);   /* what is left (incomplete -> U+FFFD); restarts */
+void ob_detok_free(ob_detok_t *d);
 
 /* ---- sampler ------------------------------------------------------------------------ */
 typedef struct {

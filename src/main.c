@@ -16,6 +16,7 @@ static const struct {
     {"convert", ob_cmd_convert, "Hugging Face checkpoint (or random weights) -> GGUF"},
     {"perplexity", ob_cmd_perplexity, "perplexity of a model over a text file"},
     {"registry", ob_cmd_registry, "architectures and weight types this build runs"},
+    {"tokenize", ob_cmd_tokenize, "token ids of a text (or --decode: the text of ids)"},
 };
 
 static int usage(FILE *f) {

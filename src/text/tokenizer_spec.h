@@ -19,6 +19,8 @@
 typedef enum {
     OB_TOK_MODEL_BPE = 1,   /* byte-level BPE (GPT-2 bytes_to_unicode alphabet, ranked merges) */
     OB_TOK_MODEL_SPM = 2,   /* SentencePiece BPE: U+2581 for spaces, merge by score, <0xXX> bytes */
+    OB_TOK_MODEL_HF_BPE = 3, /* Hugging Face BPE over characters: ranked merges, byte fallback, unk */
+    OB_TOK_MODEL_WORDPIECE = 4, /* greedy longest-match-first with a continuation prefix ("##") */
 } ob_tok_model;
 
 /* GGUF token types (gguf-py TokenType). */
@@ -33,6 +35,22 @@ enum {
 };
 
 #define OB_TOK_MAX_EXTRA_EOG 8
+#define OB_TOK_MAX_POST 8
+
+/* Flags of tokenizer.json added tokens (AddedToken fields). */
+enum {
+    OB_ADDED = 1,            /* an added token: matched in the text before the model runs */
+    OB_ADDED_SPECIAL = 2,    /* skipped by decode(skip_special); not matched when parse_special is off */
+    OB_ADDED_NORMALIZED = 4, /* matched in the normalized text (by its normalized form) */
+    OB_ADDED_LSTRIP = 8,     /* takes the whitespace before it */
+    OB_ADDED_RSTRIP = 16,    /* takes the whitespace after it */
+    OB_ADDED_SINGLE_WORD = 32, /* only matches with no word character on either side */
+    OB_ADDED_MODEL = 64,     /* also an entry of the model's own vocabulary */
+};
+
+struct ob_norm;
+struct ob_prechain;
+struct ob_decoder;
 
 typedef struct {
     int model;                      /* ob_tok_model */
@@ -52,6 +70,21 @@ typedef struct {
     int32_t extra_eog[OB_TOK_MAX_EXTRA_EOG]; /* more end-of-generation ids (FIM pad/repo/sep); -1: none */
     int add_bos, add_eos;           /* what encode's add_bos asks for */
     int add_space_prefix;           /* SPM: prepend U+2581 to each text fragment */
+    const size_t *merge_split;      /* [n_merges] byte offset of the separating space; NULL: the first
+                                       space after the first byte */
+    /* tokenizer.json semantics (hf != 0). The builder takes ownership of norm, prechain and
+     * decoder, also when it fails. */
+    int hf;
+    struct ob_norm *norm;           /* NULL: none */
+    struct ob_prechain *prechain;   /* NULL: each text piece is one word */
+    struct ob_decoder *decoder;     /* NULL: token bytes concatenated */
+    const uint8_t *added;           /* [n_tokens] OB_ADDED_*; NULL: none */
+    int byte_fallback, fuse_unk;    /* HF_BPE */
+    const char *cont_prefix;        /* HF_BPE / WORDPIECE continuing_subword_prefix; NULL: none */
+    const char *eow_suffix;         /* HF_BPE end_of_word_suffix; NULL: none */
+    int wp_max_chars;               /* WORDPIECE max_input_chars_per_word */
+    int32_t post_pre[OB_TOK_MAX_POST], post_suf[OB_TOK_MAX_POST];   /* post-processor ids */
+    int n_post_pre, n_post_suf;     /* hf: used instead of add_bos / add_eos */
 } ob_tokenizer_spec;
 
 /* Builds the tokenizer. Returns 0, or -1 with err saying what is wrong. Merges whose parts or

@@ -6,6 +6,7 @@ int ob_cmd_convert(int argc, char **argv);
 int ob_cmd_run(int argc, char **argv);
 int ob_cmd_bench(int argc, char **argv);
 int ob_cmd_registry(int argc, char **argv);
+int ob_cmd_tokenize(int argc, char **argv);
 int ob_cmd_serve(int argc, char **argv);
 int ob_cmd_perplexity(int argc, char **argv);
 

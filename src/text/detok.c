@@ -1,0 +1,522 @@
+/* detok.c — token ids -> text: the decoder chain of tokenizer.json, and streaming decoding.
+ *
+ * Owns: reading a "decoder" object (ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip,
+ * WordPiece, BPEDecoder, Sequence), ob_tokenizer_decode and the ob_detok_* streaming decoder.
+ *   - tokenizer.json vocabularies decode as Hugging Face's TokenizerImpl::decode: the ids' token
+ *     texts (special added tokens dropped when asked), run through the decoder chain step by
+ *     step over a list of strings, joined; with no decoder, joined with spaces.
+ *   - GGUF vocabularies decode as llama.cpp: the tokens' bytes concatenated (SentencePiece: the
+ *     space the encoder prepended dropped from the first piece).
+ *   Either way the result is valid UTF-8: ill-formed byte sequences become U+FFFD, one per
+ *   maximal ill-formed subpart (Rust's String::from_utf8_lossy, which Hugging Face uses).
+ * Streaming follows Hugging Face's DecodeStream: decode the ids since the last emitted chunk,
+ * emit what extends the previous text unless it ends in U+FFFD (an incomplete character), so a
+ * chunk never ends inside a UTF-8 character and the chunks add up to the full decode.
+ * Does not own: token texts and pieces (tokenizer.c).
+ *
+ * Scratch: ob_tokenizer_decode allocates per call; a streaming decoder keeps its buffers and its
+ * id window (at most OB_DETOK_WINDOW ids) from call to call, so steady-state steps do not allocate.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/tokenizer_int.h"
+#include "text/unicode.h"
+
+#define OB_DETOK_WINDOW 64
+#define MAX_DSTEPS 16
+
+enum { D_BYTELEVEL, D_METASPACE, D_REPLACE, D_BYTEFALLBACK, D_FUSE, D_STRIP, D_WORDPIECE, D_BPE };
+
+typedef struct {
+    int kind;
+    char *a, *b;          /* REPLACE: content (a); METASPACE: replacement (a); STRIP: content char (a);
+                             WORDPIECE: prefix (a); BPE: suffix (a) */
+    size_t a_len;
+    void *re;             /* REPLACE */
+    int x, y;             /* METASPACE: x = prepends; STRIP: start, stop; WORDPIECE: x = cleanup */
+} dstep;
+
+struct ob_decoder {
+    int n;
+    dstep step[MAX_DSTEPS];
+};
+
+void ob_decoder_free(ob_decoder_t *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n; i++) {
+        free(d->step[i].a);
+        if (d->step[i].re) ob_regex_free(d->step[i].re);
+    }
+    free(d);
+}
+
+static char *sdup(const char *s, size_t *len) {
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    if (len) *len = d ? n : 0;
+    return d;
+}
+
+static int dadd(ob_decoder_t *d, const json_t *j, const char *where, int depth, char *err, size_t errlen) {
+    if (!json_is_object(j)) { snprintf(err, errlen, "%s: expected an object", where); return -1; }
+    const char *type = json_string_value(json_object_get(j, "type"));
+    if (!type) { snprintf(err, errlen, "%s: missing 'type'", where); return -1; }
+    if (!strcmp(type, "Sequence")) {
+        const json_t *list = json_object_get(j, "decoders");
+        if (!json_is_array(list)) { snprintf(err, errlen, "%s: Sequence needs a 'decoders' array", where); return -1; }
+        if (depth > 8) { snprintf(err, errlen, "%s: Sequence nested too deeply", where); return -1; }
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            char w[256];
+            snprintf(w, sizeof w, "%.200s.decoders[%zu]", where, i);
+            if (dadd(d, json_array_get(list, i), w, depth + 1, err, errlen)) return -1;
+        }
+        return 0;
+    }
+    if (d->n >= MAX_DSTEPS) { snprintf(err, errlen, "%s: more than %d decoder steps", where, MAX_DSTEPS); return -1; }
+    dstep st = {0};
+    const char *str = NULL;
+    if (!strcmp(type, "ByteLevel")) st.kind = D_BYTELEVEL;
+    else if (!strcmp(type, "ByteFallback")) st.kind = D_BYTEFALLBACK;
+    else if (!strcmp(type, "Fuse")) st.kind = D_FUSE;
+    else if (!strcmp(type, "Metaspace")) {
+        st.kind = D_METASPACE;
+        const json_t *r = json_object_get(j, "replacement");
+        str = json_is_string(r) ? json_string_value(r) : "\xE2\x96\x81";
+        const char *sc = json_string_value(json_object_get(j, "prepend_scheme"));
+        const json_t *aps = json_object_get(j, "add_prefix_space");
+        st.x = sc ? strcmp(sc, "never") != 0 : !json_is_false(aps);
+    } else if (!strcmp(type, "Strip")) {
+        st.kind = D_STRIP;
+        const json_t *c = json_object_get(j, "content"), *a = json_object_get(j, "start"), *b = json_object_get(j, "stop");
+        if (!json_is_string(c) || !json_is_integer(a) || !json_is_integer(b) || json_integer_value(a) < 0 ||
+            json_integer_value(b) < 0 || json_integer_value(a) > 1 << 20 || json_integer_value(b) > 1 << 20) {
+            snprintf(err, errlen, "%s: Strip needs 'content' (a character), 'start' and 'stop' (counts)", where);
+            return -1;
+        }
+        str = json_string_value(c);
+        st.x = (int)json_integer_value(a);
+        st.y = (int)json_integer_value(b);
+    } else if (!strcmp(type, "WordPiece")) {
+        st.kind = D_WORDPIECE;
+        const json_t *p = json_object_get(j, "prefix");
+        str = json_is_string(p) ? json_string_value(p) : "##";
+        st.x = !json_is_false(json_object_get(j, "cleanup"));
+    } else if (!strcmp(type, "BPEDecoder")) {
+        st.kind = D_BPE;
+        const json_t *p = json_object_get(j, "suffix");
+        str = json_is_string(p) ? json_string_value(p) : "</w>";
+    } else if (!strcmp(type, "Replace")) {
+        st.kind = D_REPLACE;
+        const json_t *c = json_object_get(j, "content"), *pat = json_object_get(j, "pattern");
+        const json_t *ps = json_object_get(pat, "String"), *pr = json_object_get(pat, "Regex");
+        const json_t *pv = json_is_string(ps) ? ps : pr;
+        if (!json_is_string(c) || !json_is_string(pv)) {
+            snprintf(err, errlen, "%s: Replace needs 'content' and a pattern {\"String\"|\"Regex\": ...}", where);
+            return -1;
+        }
+        char e2[300];
+        if (!(st.re = ob_regex_compile(json_string_value(pv), json_string_length(pv), pv == ps, e2, sizeof e2))) {
+            snprintf(err, errlen, "%s: %s", where, e2);
+            return -1;
+        }
+        str = json_string_value(c);
+    } else {
+        snprintf(err, errlen, "%s: decoder type '%s' is not supported (supported: ByteLevel, Metaspace, Replace, "
+                 "ByteFallback, Fuse, Strip, WordPiece, BPEDecoder, Sequence)", where, type);
+        return -1;
+    }
+    if (str && !(st.a = sdup(str, &st.a_len))) {
+        if (st.re) ob_regex_free(st.re);
+        snprintf(err, errlen, "%s: out of memory", where);
+        return -1;
+    }
+    d->step[d->n++] = st;
+    return 0;
+}
+
+int ob_decoder_from_json(const json_t *j, const char *where, ob_decoder_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!j || json_is_null(j)) return 0;
+    ob_decoder_t *d = calloc(1, sizeof *d);
+    if (!d) { snprintf(err, errlen, "%s: out of memory", where); return -1; }
+    if (dadd(d, j, where, 0, err, errlen)) { ob_decoder_free(d); return -1; }
+    *out = d;
+    return 0;
+}
+
+/* ---- a list of strings -------------------------------------------------------------------- */
+
+typedef struct {
+    ob_strbuf text;
+    size_t *off, *len;
+    size_t n, cap;
+} tlist;
+
+static void tl_free(tlist *l) { ob_strbuf_free(&l->text); free(l->off); free(l->len); memset(l, 0, sizeof *l); }
+
+/* Starts a new entry (empty); append to it with tl_put. */
+static int tl_new(tlist *l) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        size_t *o = realloc(l->off, cap * sizeof *o);
+        if (!o) return -1;
+        l->off = o;
+        size_t *n = realloc(l->len, cap * sizeof *n);
+        if (!n) return -1;
+        l->len = n;
+        l->cap = cap;
+    }
+    l->off[l->n] = l->text.n;
+    l->len[l->n] = 0;
+    l->n++;
+    return 0;
+}
+
+static int tl_put(tlist *l, const char *s, size_t n) {
+    if (ob_strbuf_put(&l->text, s, n)) return -1;
+    l->len[l->n - 1] += n;
+    return 0;
+}
+
+static const char *tl_get(const tlist *l, size_t i, size_t *n) {
+    *n = l->len[i];
+    return l->text.p + l->off[i];
+}
+
+/* Appends s to o with ill-formed subsequences replaced by U+FFFD (maximal subparts). */
+static int put_lossy(tlist *o, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0;
+    while (i < n) {
+        size_t l = ob_utf8_len(u + i, n - i);
+        if (l > 1 || u[i] < 0x80) { i += l; continue; }
+        /* ill-formed at i: how many bytes form the maximal subpart */
+        unsigned c = u[i], lo = 0x80, hi = 0xBF;
+        size_t need = 0, k = 1;
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c >= 0xE0 && c <= 0xEF) { need = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { need = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        while (need && k <= need && i + k < n && u[i + k] >= lo && u[i + k] <= hi) { k++; lo = 0x80; hi = 0xBF; }
+        if (tl_put(o, s + run, i - run) || tl_put(o, "\xEF\xBF\xBD", 3)) return -1;
+        i += k;
+        run = i;
+    }
+    return tl_put(o, s + run, n - run);
+}
+
+/* ---- steps -------------------------------------------------------------------------------- */
+
+static int is_prefix(const char *s, size_t n, const char *p, size_t pn) { return n >= pn && memcmp(s, p, pn) == 0; }
+
+static const char *const cleanup_from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " do not", " 's", " 've", " 're"};
+static const char *const cleanup_to[] = {".", "?", "!", ",", "'", "n't", "'m", " don't", "'s", "'ve", "'re"};
+
+/* Rust's str::replace of each pair in turn, as WordPiece's cleanup. */
+static int cleanup(tlist *o, const char *s, size_t n, ob_strbuf *t1, ob_strbuf *t2) {
+    t1->n = 0;
+    if (ob_strbuf_put(t1, s, n)) return -1;
+    for (size_t k = 0; k < sizeof cleanup_from / sizeof *cleanup_from; k++) {
+        size_t fl = strlen(cleanup_from[k]), tl = strlen(cleanup_to[k]);
+        t2->n = 0;
+        for (size_t i = 0; i < t1->n;) {
+            if (is_prefix(t1->p + i, t1->n - i, cleanup_from[k], fl)) {
+                if (ob_strbuf_put(t2, cleanup_to[k], tl)) return -1;
+                i += fl;
+            } else {
+                if (ob_strbuf_put(t2, t1->p + i, 1)) return -1;
+                i++;
+            }
+        }
+        ob_strbuf x = *t1; *t1 = *t2; *t2 = x;
+    }
+    return tl_put(o, t1->p ? t1->p : "", t1->n);
+}
+
+static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, tlist *o, ob_strbuf *t1, ob_strbuf *t2,
+                    void *md) {
+    size_t n;
+    o->n = 0;
+    o->text.n = 0;
+    if (st->kind == D_BYTELEVEL || st->kind == D_FUSE) {
+        /* one output string: ByteLevel maps every token whose characters are all in the byte
+         * alphabet back to bytes (others keep their own bytes), then repairs the UTF-8 */
+        if (tl_new(o)) return -1;
+        t1->n = 0;
+        for (size_t i = 0; i < in->n; i++) {
+            const char *s = tl_get(in, i, &n);
+            if (st->kind == D_FUSE) { if (tl_put(o, s, n)) return -1; continue; }
+            size_t mark = t1->n;
+            int all = 1;
+            for (size_t k = 0; k < n && all;) {
+                int32_t cp;
+                size_t l = ob_utf8_next((const unsigned char *)s + k, n - k, &cp);
+                int b = cp >= 0 && cp < 324 ? t->u2b[cp] : -1;
+                if (b < 0) { all = 0; break; }
+                char c = (char)b;
+                if (ob_strbuf_put(t1, &c, 1)) return -1;
+                k += l;
+            }
+            if (!all) { t1->n = mark; if (ob_strbuf_put(t1, s, n)) return -1; }
+        }
+        return st->kind == D_BYTELEVEL ? put_lossy(o, t1->p ? t1->p : "", t1->n) : 0;
+    }
+    if (st->kind == D_BYTEFALLBACK) {
+        t1->n = 0;   /* pending bytes */
+        for (size_t i = 0; i <= in->n; i++) {
+            const char *s = i < in->n ? tl_get(in, i, &n) : NULL;
+            int b = s ? ob_tok_parse_byte(s, n) : -1;
+            if (s && b >= 0) {
+                char c = (char)b;
+                if (ob_strbuf_put(t1, &c, 1)) return -1;
+                continue;
+            }
+            if (t1->n) {
+                size_t k = 0;
+                while (k < t1->n) {
+                    size_t l = ob_utf8_len((const unsigned char *)t1->p + k, t1->n - k);
+                    if (l == 1 && (unsigned char)t1->p[k] >= 0x80) break;
+                    k += l;
+                }
+                if (k == t1->n) { if (tl_new(o) || tl_put(o, t1->p, t1->n)) return -1; }
+                else for (size_t q = 0; q < t1->n; q++) if (tl_new(o) || tl_put(o, "\xEF\xBF\xBD", 3)) return -1;
+                t1->n = 0;
+            }
+            if (s && (tl_new(o) || tl_put(o, s, n))) return -1;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < in->n; i++) {
+        const char *s = tl_get(in, i, &n);
+        if (tl_new(o)) return -1;
+        switch (st->kind) {
+        case D_METASPACE:
+            for (size_t k = 0; k < n;) {
+                size_t l = ob_utf8_len((const unsigned char *)s + k, n - k);
+                if (l == st->a_len && memcmp(s + k, st->a, l) == 0) {
+                    if (!(i == 0 && st->x) && tl_put(o, " ", 1)) return -1;
+                } else if (tl_put(o, s + k, l)) return -1;
+                k += l;
+            }
+            break;
+        case D_REPLACE: {
+            size_t pos = 0, done = 0, ms, me;
+            int rc;
+            while (pos <= n && (rc = ob_regex_find(st->re, md, s, n, pos, &ms, &me)) == 1) {
+                if (tl_put(o, s + done, ms - done) || tl_put(o, st->a, st->a_len)) return -1;
+                done = me;
+                pos = me > ms ? me : ms + (ms < n ? ob_utf8_len((const unsigned char *)s + ms, n - ms) : 1);
+                if (me == ms && ms < n) { if (tl_put(o, s + ms, pos - ms)) return -1; done = pos; }
+            }
+            if (tl_put(o, s + done, n - done)) return -1;
+            break;
+        }
+        case D_STRIP: {
+            /* at most x leading and y trailing characters equal to the content character */
+            size_t a = 0, b = n;
+            for (int q = 0; q < st->x && b - a >= st->a_len && memcmp(s + a, st->a, st->a_len) == 0; q++) a += st->a_len;
+            for (int q = 0; q < st->y && b - a >= st->a_len && memcmp(s + b - st->a_len, st->a, st->a_len) == 0; q++)
+                b -= st->a_len;
+            if (tl_put(o, s + a, b - a)) return -1;
+            break;
+        }
+        case D_WORDPIECE: {
+            t2->n = 0;
+            if (i != 0) {
+                if (is_prefix(s, n, st->a, st->a_len)) { s += st->a_len; n -= st->a_len; }
+                else if (ob_strbuf_put(t2, " ", 1)) return -1;
+            }
+            if (ob_strbuf_put(t2, s, n)) return -1;
+            ob_strbuf tmp = {0};
+            int rc = st->x ? cleanup(o, t2->p ? t2->p : "", t2->n, t1, &tmp) : tl_put(o, t2->p ? t2->p : "", t2->n);
+            ob_strbuf_free(&tmp);
+            if (rc) return -1;
+            break;
+        }
+        case D_BPE: {
+            const char *rep = i + 1 == in->n ? "" : " ";
+            for (size_t k = 0; k < n;) {
+                if (st->a_len && is_prefix(s + k, n - k, st->a, st->a_len)) {
+                    if (tl_put(o, rep, strlen(rep))) return -1;
+                    k += st->a_len;
+                } else {
+                    if (tl_put(o, s + k, 1)) return -1;
+                    k++;
+                }
+            }
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+typedef struct {
+    tlist a, b;
+    ob_strbuf t1, t2;
+    void *md;
+} dscratch;
+
+static void ds_free(dscratch *d) {
+    tl_free(&d->a); tl_free(&d->b);
+    ob_strbuf_free(&d->t1); ob_strbuf_free(&d->t2);
+    if (d->md) ob_regex_md_free(d->md);
+}
+
+/* The full decode of ids into out (replaced). */
+static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, ob_strbuf *out,
+                       dscratch *d) {
+    out->n = 0;
+    tlist *cur = &d->a, *nxt = &d->b;
+    cur->n = 0;
+    cur->text.n = 0;
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= t->n_vocab) continue;
+        if (t->hf) {
+            if (t->type[id] == OB_TOKTYPE_UNUSED) continue;   /* an id Hugging Face does not have */
+            if (skip_special && t->added && (t->added[id] & OB_ADDED_SPECIAL)) continue;
+            size_t l;
+            const char *s = tok_text(t, id, &l);
+            if (tl_new(cur) || tl_put(cur, s, l)) return -1;
+        } else {
+            if (skip_special && t->type[id] == OB_TOKTYPE_CONTROL) continue;
+            const char *p = t->piece + t->piece_off[id];
+            size_t l = t->piece_off[id + 1] - t->piece_off[id];
+            if (first && t->model == OB_TOK_MODEL_SPM && t->add_space_prefix && l && p[0] == ' ') { p++; l--; }
+            if (l) first = 0;
+            if (cur->n == 0 && tl_new(cur)) return -1;
+            if (tl_put(cur, p, l)) return -1;
+        }
+    }
+    if (t->hf && t->decoder) {
+        if (!d->md && !(d->md = ob_regex_md_new())) return -1;
+        for (int k = 0; k < t->decoder->n; k++) {
+            if (step_run(t, &t->decoder->step[k], cur, nxt, &d->t1, &d->t2, d->md)) return -1;
+            tlist *x = cur; cur = nxt; nxt = x;
+        }
+    }
+    /* join (with spaces when a tokenizer.json has no decoder), then make it valid UTF-8 */
+    nxt->n = 0;
+    nxt->text.n = 0;
+    if (tl_new(nxt)) return -1;
+    d->t1.n = 0;
+    for (size_t i = 0; i < cur->n; i++) {
+        size_t l;
+        const char *s = tl_get(cur, i, &l);
+        if (i && t->hf && !t->decoder && ob_strbuf_put(&d->t1, " ", 1)) return -1;
+        if (ob_strbuf_put(&d->t1, s, l)) return -1;
+    }
+    if (put_lossy(nxt, d->t1.p ? d->t1.p : "", d->t1.n)) return -1;
+    return ob_strbuf_put(out, nxt->text.p ? nxt->text.p : "", nxt->len[0]);
+}
+
+int ob_tokenizer_decode(const ob_tokenizer_t *t, const int32_t *ids, int n, int skip_special, char *buf, int buflen) {
+    if (!t || n < 0 || (!ids && n) || (!buf && buflen > 0)) return -1;
+    dscratch d = {0};
+    ob_strbuf out = {0};
+    int rc = decode_into(t, ids, (size_t)n, skip_special, &out, &d);
+    ds_free(&d);
+    if (rc || out.n > INT_MAX) { ob_strbuf_free(&out); return -1; }
+    if (buflen > 0) memcpy(buf, out.p, out.n < (size_t)buflen ? out.n : (size_t)buflen);
+    rc = (int)out.n;
+    ob_strbuf_free(&out);
+    return rc;
+}
+
+/* ---- streaming ---------------------------------------------------------------------------- */
+
+struct ob_detok {
+    const ob_tokenizer_t *t;
+    int skip_special;
+    int32_t ids[OB_DETOK_WINDOW];
+    size_t n_ids, prefix_index;
+    ob_strbuf prefix, cur, chunk;
+    dscratch d;
+};
+
+ob_detok_t *ob_detok_new(const ob_tokenizer_t *t, int skip_special) {
+    if (!t) return NULL;
+    ob_detok_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->t = t;
+    s->skip_special = skip_special;
+    return s;
+}
+
+void ob_detok_free(ob_detok_t *s) {
+    if (!s) return;
+    ob_strbuf_free(&s->prefix); ob_strbuf_free(&s->cur); ob_strbuf_free(&s->chunk);
+    ds_free(&s->d);
+    free(s);
+}
+
+static int ends_incomplete(const ob_strbuf *b) {
+    return b->n >= 3 && memcmp(b->p + b->n - 3, "\xEF\xBF\xBD", 3) == 0;
+}
+
+/* Emits cur[prefix.n..] as the chunk and restarts the window at prefix_index. */
+static int emit_chunk(ob_detok_t *s) {
+    s->chunk.n = 0;
+    if (ob_strbuf_put(&s->chunk, s->cur.p + s->prefix.n, s->cur.n - s->prefix.n)) return -1;
+    size_t keep = s->n_ids - s->prefix_index;
+    memmove(s->ids, s->ids + s->prefix_index, keep * sizeof *s->ids);
+    s->n_ids = keep;
+    s->prefix_index = keep;
+    return decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->prefix, &s->d);
+}
+
+const char *ob_detok_push(ob_detok_t *s, int32_t id, size_t *len) {
+    *len = 0;
+    if (!s) return NULL;
+    s->chunk.n = 0;
+    if (s->prefix.n == 0 && s->n_ids) {
+        if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
+        if (!ends_incomplete(&s->cur)) {
+            s->prefix.n = 0;
+            if (ob_strbuf_put(&s->prefix, s->cur.p, s->cur.n)) return NULL;
+            s->prefix_index = s->n_ids;
+        }
+    }
+    if (s->n_ids == OB_DETOK_WINDOW) {
+        /* a run of incomplete characters longer than the window: give up on it (as U+FFFD) */
+        if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
+        if (s->cur.n < s->prefix.n) s->cur.n = s->prefix.n;
+        s->prefix_index = s->n_ids;
+        if (emit_chunk(s)) return NULL;
+        s->n_ids = 0;
+        s->prefix_index = 0;
+        s->prefix.n = 0;
+        size_t keep = s->chunk.n;
+        s->ids[s->n_ids++] = id;
+        *len = keep;
+        return s->chunk.p ? s->chunk.p : "";
+    }
+    s->ids[s->n_ids++] = id;
+    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
+    if (s->cur.n > s->prefix.n && !ends_incomplete(&s->cur) && memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) == 0) {
+        if (emit_chunk(s)) return NULL;
+        *len = s->chunk.n;
+    }
+    return s->chunk.p ? s->chunk.p : "";
+}
+
+const char *ob_detok_flush(ob_detok_t *s, size_t *len) {
+    *len = 0;
+    if (!s) return NULL;
+    s->chunk.n = 0;
+    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
+    if (s->cur.n > s->prefix.n && memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) == 0 &&
+        ob_strbuf_put(&s->chunk, s->cur.p + s->prefix.n, s->cur.n - s->prefix.n))
+        return NULL;
+    s->n_ids = s->prefix_index = 0;
+    s->prefix.n = 0;
+    *len = s->chunk.n;
+    return s->chunk.p ? s->chunk.p : "";
+}
