@@ -17,6 +17,7 @@ static const struct {
     {"perplexity", ob_cmd_perplexity, "perplexity of a model over a text file"},
     {"registry", ob_cmd_registry, "architectures and weight types this build runs"},
     {"tokenize", ob_cmd_tokenize, "token ids of a text (or --decode: the text of ids)"},
+    {"template", ob_cmd_template, "a conversation rendered by the model's chat template"},
 };
 
 static int usage(FILE *f) {

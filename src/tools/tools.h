@@ -9,6 +9,7 @@ int ob_cmd_registry(int argc, char **argv);
 int ob_cmd_tokenize(int argc, char **argv);
 int ob_cmd_serve(int argc, char **argv);
 int ob_cmd_perplexity(int argc, char **argv);
+int ob_cmd_template(int argc, char **argv);
 
 #include <stddef.h>
 #include "onebit.h"
