@@ -14,7 +14,7 @@ OBJ_MAIN := $(BUILD)/obj/src/main.o
 TEST_SRC := $(shell find tests/unit -name '*.c' | sort)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test test-unit test-golden help clean deps
+.PHONY: all test test-unit test-golden e2e help clean deps
 
 all: $(BUILD)/1bit
 ifeq ($(CUDA),1)
@@ -41,9 +41,16 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/test_unit: $(TEST_OBJ) $(BUILD)/lib1bit.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# Every test: unit suites (incl. bad-file and golden suites) in one C runner.
+# Every test: unit suites (incl. bad-file and golden suites) in one C runner, then the
+# end-to-end tests (a real `1bit serve` driven by the official openai npm client).
 test: $(BUILD)/1bit $(BUILD)/test_unit
 	./$(BUILD)/test_unit
+	$(MAKE) --no-print-directory e2e
+
+# End-to-end tests only (installs tests/e2e/node_modules from package-lock.json when missing).
+e2e: $(BUILD)/1bit
+	@test -d tests/e2e/node_modules || npm ci --prefix tests/e2e --no-audit --no-fund
+	cd tests/e2e && node --test --test-concurrency=1
 
 # A subset of suites: make test-unit SUITES="gguf quant"
 test-unit: $(BUILD)/test_unit
@@ -60,6 +67,7 @@ help:
 	@echo "make CUDA=1     also the CUDA backend (not in this tree yet: fails with a message)"
 	@echo "make test       build and run every test (prints 'N passed, N failed')"
 	@echo "make test-unit SUITES='gguf quant'   run some suites"
+	@echo "make e2e        end-to-end tests of 1bit serve (node --test, official openai client)"
 	@echo "make deps       install build dependencies from Debian (no-op when present)"
 	@echo "make clean      remove $(BUILD)/"
 

@@ -270,6 +270,21 @@ static int embed_one(ob_server *S, const char *text, size_t len, float *out, int
     return rc;
 }
 
+static json_t *base64_floats(const float *v, int n) {
+    static const char tb[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)v; /* x86-64 and aarch64 are little-endian */
+    size_t len = (size_t)n * 4;
+    ob_sbuf o = {0};
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned x = (unsigned)p[i] << 16 | (i + 1 < len ? (unsigned)p[i + 1] << 8 : 0) | (i + 2 < len ? p[i + 2] : 0);
+        char q[4] = {tb[x >> 18 & 63], tb[x >> 12 & 63], i + 1 < len ? tb[x >> 6 & 63] : '=', i + 2 < len ? tb[x & 63] : '='};
+        ob_sbuf_put(&o, q, 4);
+    }
+    json_t *j = json_stringn(o.p ? o.p : "", o.len);
+    ob_sbuf_free(&o);
+    return j;
+}
+
 void ob_h_embeddings(void *app, ob_http_req *r) {
     ob_server *S = app;
     if (!S->cfg.embeddings) {
@@ -291,9 +306,11 @@ void ob_h_embeddings(void *app, ob_http_req *r) {
         json_decref(b);
         return;
     }
-    const char *enc = json_string_value(json_object_get(b, "encoding_format"));
-    if (enc && strcmp(enc, "float")) {
-        ob_http_error(r, 400, "invalid_request_error", "'encoding_format' must be \"float\"");
+    json_t *encj = json_object_get(b, "encoding_format");
+    const char *enc = json_string_value(encj);
+    int b64 = enc && !strcmp(enc, "base64");
+    if ((encj && !json_is_null(encj) && !enc) || (enc && strcmp(enc, "float") && !b64)) {
+        ob_http_error(r, 400, "invalid_request_error", "'encoding_format' must be \"float\" or \"base64\"");
         json_decref(list);
         json_decref(b);
         return;
@@ -308,8 +325,13 @@ void ob_h_embeddings(void *app, ob_http_req *r) {
         int nt = 0;
         if (embed_one(S, json_string_value(s), json_string_length(s), v, &nt, err, sizeof err)) { failed = 1; break; }
         total += nt;
-        json_t *e = json_array();
-        for (int j = 0; j < d; j++) json_array_append_new(e, json_real(v[j]));
+        json_t *e;
+        if (b64) { /* little-endian float32s, base64: what OpenAI's SDKs ask for by default */
+            e = base64_floats(v, d);
+        } else {
+            e = json_array();
+            for (int j = 0; j < d; j++) json_array_append_new(e, json_real(v[j]));
+        }
         json_array_append_new(data, json_pack("{s:s, s:i, s:o}", "object", "embedding", "index", (int)i, "embedding", e));
     }
     pthread_mutex_unlock(&S->embd_mu);

@@ -245,11 +245,16 @@ static void step(ob_outp *p, ob_out_fn fn, void *user, int *progress) {
         consume(b, take);
         if (at < 0) return;
         consume(b, 8);
-        while (b->len && isspace((unsigned char)b->p[0])) consume(b, 1); /* "</think>\n\n" */
         p->mode = M_CONTENT;
-        p->at_start = 1;
+        p->at_start = 0;
+        p->strip_ws = 1; /* "</think>\n\n" */
         *progress = 1;
     } else if (p->mode == M_CONTENT) {
+        if (p->strip_ws) {
+            while (b->len && isspace((unsigned char)b->p[0])) consume(b, 1);
+            if (!b->len) return;
+            p->strip_ws = 0;
+        }
         const char *mk[3];
         int n = 0, think_k = -1, tool_k = -1;
         if (p->at_start && p->parse_think) { think_k = n; mk[n++] = "<think>"; }
@@ -276,6 +281,7 @@ static void step(ob_outp *p, ob_out_fn fn, void *user, int *progress) {
             if (ws == take && at < 0) return;
             if (at >= 0 && which == think_k && ws == take) take = 0, consume(b, ws);
             else p->at_start = 0;
+            if (at >= 0 && which == think_k && take) take += 7, at = -1, *progress = 1; /* <think> after text is text */
         }
         emit_text(fn, user, OB_OUT_CONTENT, b->p, take);
         consume(b, take);
@@ -297,7 +303,7 @@ static void step(ob_outp *p, ob_out_fn fn, void *user, int *progress) {
             emit_text(fn, user, OB_OUT_CONTENT, b->p, (size_t)at + 12);
         }
         consume(b, (size_t)at + 12);
-        while (b->len && isspace((unsigned char)b->p[0])) consume(b, 1);
+        p->strip_ws = 1;
         p->mode = M_CONTENT;
         *progress = 1;
     } else if (p->mode == M_REST) {

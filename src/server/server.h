@@ -108,6 +108,7 @@ typedef struct {
     int parse_tools, parse_think;
     int mode;                    /* internal state */
     int at_start;                /* nothing but whitespace seen yet */
+    int strip_ws;                /* drop whitespace that follows </think> or a tool call */
     ob_sbuf buf;                  /* text not yet classified */
     ob_sbuf tool;                 /* body of the tool call being read */
     char *tool_name;             /* harmony: recipient */
