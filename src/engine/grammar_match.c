@@ -50,6 +50,7 @@ typedef struct { uint32_t off, n, hash; int32_t mask; uint8_t accept, tokens; } 
 
 /* aux of a terminal frame holding a partial code point */
 #define PART_FLAG 0x80000000u
+#define PART_ANY 0x40000000u   /* every completion is in the class: the bits read are not kept */
 #define PART(acc, rem, len) (PART_FLAG | ((uint32_t)(len) << 26) | ((uint32_t)(rem) << 24) | (acc))
 
 struct ob_grammar_state {
@@ -319,8 +320,21 @@ static int class_hits(const ob_grammar_t *g, int32_t cl, uint32_t lo, uint32_t h
     return a < g->classes[cl].n && r[a].lo <= hi;
 }
 
+static int class_covers(const ob_grammar_t *g, int32_t cl, uint32_t lo, uint32_t hi) {
+    const ob_grange *r = g->ranges + g->classes[cl].off;
+    int32_t a = 0, b = g->classes[cl].n;
+    while (a < b) {
+        int32_t m = (a + b) / 2;
+        if (r[m].hi < lo) a = m + 1; else b = m;
+    }
+    return a < g->classes[cl].n && r[a].lo <= lo && r[a].hi >= hi;
+}
+
 /* Feeds byte b to the terminal frame x: a complete code point in the class continues after it;
- * a valid prefix whose completions meet the class becomes a partial frame. */
+ * a valid prefix whose completions meet the class becomes a partial frame. When every valid
+ * completion is in the class, the partial frame forgets the bits read so far (PART_ANY): the
+ * inside of a JSON string then has one partial state per remaining length instead of one per
+ * prefix, which keeps the number of DFA states (and the first walk of the trie) small. */
 static void step_terminal(ob_grammar_state_t *st, int32_t x, unsigned b) {
     const ob_grammar_t *g = st->g;
     const gnode nd = st->nodes[x];
@@ -337,6 +351,13 @@ static void step_terminal(ob_grammar_state_t *st, int32_t x, unsigned b) {
         else if (b >= 0xF0 && b <= 0xF4) { acc = b & 0x07; len = 4; }
         else return;
         rem = len - 1;
+    } else if (nd.aux & PART_ANY) {
+        if ((b & 0xC0) != 0x80) return;
+        rem = ((nd.aux >> 24) & 3) - 1;
+        len = (nd.aux >> 26) & 7;
+        if (rem == 0) push_next(st, nd.pos, nd.parent);
+        else push_out(st, node(st, nd.pos, PART(0, rem, len) | PART_ANY, nd.parent));
+        return;
     } else {
         if ((b & 0xC0) != 0x80) return;
         acc = nd.aux & 0x1FFFFF;
@@ -360,7 +381,10 @@ static void step_terminal(ob_grammar_state_t *st, int32_t x, unsigned b) {
     if (lo < min_cp[len]) lo = min_cp[len];
     if (hi > OB_CP_MAX) hi = OB_CP_MAX;
     if (lo > hi || !class_hits(g, e->arg, lo, hi)) return;
-    push_out(st, node(st, nd.pos, PART(acc, rem, len), nd.parent));
+    /* right after E0 ED F0 F4 the next byte has extra limits: keep those leads exact */
+    int special = rem == len - 1 && ((len == 3 && (acc == 0 || acc == 0xD)) || (len == 4 && (acc == 0 || acc == 4)));
+    uint32_t aux = !special && class_covers(g, e->arg, lo, hi) ? PART(0, rem, len) | PART_ANY : PART(acc, rem, len);
+    push_out(st, node(st, nd.pos, aux, nd.parent));
 }
 
 /* The state after byte b from state s: a state id or -1 (dead). Cached in rows. */

@@ -195,7 +195,7 @@ static const char *prim(conv *c, const char *name) {
     for (const char *s = PRIM[i].body; *s;) {
         if (*s == '@') {
             const char *e = ++s;
-            while ((*e >= 'a' && *e <= 'z') || *e == '-') e++;
+            while ((*e >= 'a' && *e <= 'z') || (*e >= '0' && *e <= '9') || *e == '-') e++;
             char dep[64];
             snprintf(dep, sizeof dep, "%.*s", (int)(e - s), s);
             const char *d = prim(c, dep);
@@ -458,7 +458,9 @@ static int is_trivial(const char *k, json_t *v) {
 }
 
 static void child_path(char *out, size_t n, const char *path, const char *key) {
-    size_t k = (size_t)snprintf(out, n, "%s/", path);
+    if (out != path) snprintf(out, n, "%s", path);
+    size_t k = strlen(out);
+    if (k + 1 < n) { out[k++] = '/'; out[k] = 0; }
     for (; *key && k + 3 < n; key++) {   /* JSON pointer escaping */
         if (*key == '~') { out[k++] = '~'; out[k++] = '0'; }
         else if (*key == '/') { out[k++] = '~'; out[k++] = '1'; }
@@ -879,6 +881,12 @@ static const char *array_rule(conv *c, json_t *s, const char *hint, const char *
     json_t *extra = json_object_get(s, "additionalItems");
     if (json_is_array(items)) { prefix = items; items = extra; }   /* draft 4-7 tuples */
     if (prefix && !json_is_array(prefix)) { fail(c, path, "prefixItems must be an array"); return NULL; }
+    /* A tuple is written whole unless minItems allows fewer (JSON Schema would accept any prefix;
+     * the whole tuple is what a caller listing its items wants, and it validates). */
+    if (prefix && !json_object_get(s, "minItems")) {
+        min = (long)json_array_size(prefix);
+        if (max >= 0 && min > max) min = max;
+    }
     /* Tuples allow no items past the listed ones unless "items" says what they are. */
     size_t k = prefix ? json_array_size(prefix) : 0;
     const char *space = prim(c, "space");
