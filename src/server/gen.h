@@ -17,7 +17,7 @@ enum { OB_RF_TEXT, OB_RF_JSON_OBJECT, OB_RF_JSON_SCHEMA };
 
 typedef struct {
     char *model;                 /* echoed in replies */
-    int stream, include_usage, n, echo;
+    int stream, include_usage, n, echo, ignore_eos;
     int32_t max_tokens;          /* <= 0: until the context is full */
     ob_sampler_params sp;
     char **stop;                 /* [n_stop] */
@@ -30,6 +30,7 @@ typedef struct {
     char *tool_name;             /* OB_TC_NAMED */
     int rf;                      /* OB_RF_* */
     json_t *schema;              /* OB_RF_JSON_SCHEMA */
+    json_t *tmpl_kwargs;         /* chat_template_kwargs: extra template variables (enable_thinking) */
     int32_t *prompt;             /* [n_prompt] */
     int32_t n_prompt;
     char *prompt_text;           /* rendered prompt (echo, /apply-template) */
@@ -50,9 +51,10 @@ typedef struct {
     json_t *d_tools, *d_lp;
     ob_finish finish;
     int stop_hit, done, n_tok, finish_sent;
+    int short_ids;               /* tool-call ids of 9 alphanumerics (Mistral) */
     ob_req_timings tm;
     char err[256];
-    ob_constraint *cons;
+    void *cstate;                /* grammar matcher state, or NULL */
 } ob_choice;
 
 typedef struct ob_gen ob_gen;

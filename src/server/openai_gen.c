@@ -74,6 +74,7 @@ void ob_gen_req_free(ob_gen_req *q) {
     json_decref(q->tools);
     free(q->tool_name);
     json_decref(q->schema);
+    json_decref(q->tmpl_kwargs);
     free(q->prompt);
     free(q->prompt_text);
     ob_constraint_free(q->cons);
@@ -112,6 +113,7 @@ int ob_gen_parse_common(ob_server *S, json_t *b, ob_gen_req *q, char *err, size_
     if (model && !json_is_null(model) && !json_is_string(model)) return ERR("'model' must be a string");
     q->model = strdup(json_is_string(model) ? json_string_value(model) : S->model_id);
     if (ob_json_bool(b, "stream", &q->stream, err, errlen)) return -1;
+    if (ob_json_bool(b, "ignore_eos", &q->ignore_eos, err, errlen)) return -1; /* llama-server's extension */
     json_t *so = json_object_get(b, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return ERR("'stream_options' must be an object");
@@ -223,6 +225,11 @@ int ob_gen_parse_tools(json_t *b, ob_gen_req *q, int flat, char *err, size_t err
         }
         if (q->tool_choice >= OB_TC_REQUIRED && !q->tools) return ERR("'tool_choice' requires 'tools'");
     }
+    json_t *kw = json_object_get(b, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw)) return ERR("'chat_template_kwargs' must be an object");
+        q->tmpl_kwargs = json_incref(kw);
+    }
     json_t *rf = json_object_get(b, "response_format");
     if (!rf) {
         json_t *text = json_object_get(b, "text"); /* Responses API: text.format */
@@ -273,7 +280,7 @@ static int tokenize(ob_server *S, const char *text, size_t len, int add_special,
 int ob_gen_chat_prompt(ob_server *S, json_t *messages, ob_gen_req *q, int *status, char *err, size_t errlen) {
     ob_sbuf text = {0};
     json_t *tools = q->tool_choice == OB_TC_NONE ? NULL : q->tools;
-    if (ob_srv_chat_render(S, messages, tools, 1, &text, status, err, errlen)) { ob_sbuf_free(&text); return -1; }
+    if (ob_srv_chat_render(S, messages, tools, 1, q->tmpl_kwargs, &text, status, err, errlen)) { ob_sbuf_free(&text); return -1; }
     const char *t = text.p ? text.p : "";
     size_t l = text.len;
     while (l && (t[l - 1] == '\n' || t[l - 1] == ' ')) l--;
@@ -331,6 +338,7 @@ static void on_out(void *user, const ob_out_ev *ev) {
     } else {
         char id[40];
         ob_gen_new_id(id, sizeof id, "call_");
+        if (c->short_ids) memmove(id, id + 5 + 7, 10); /* Mistral's templates want 9 alphanumerics */
         json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function", "name",
                                  ev->name ? ev->name : "", "arguments", ev->args ? ev->args : "{}");
         if (!call) return; /* a name that is not UTF-8 */
@@ -453,7 +461,19 @@ static void gen_free(ob_gen *g) {
     count_metrics(g);
     for (int i = 0; i < g->n; i++) {
         ob_choice *c = &g->ch[i];
+        if (c->cstate && c->req && !c->done) {
+            /* The scheduler calls the grammar state until the request ends (within a step of
+             * the cancel): wait for that before freeing the state; if it never comes, leak it. */
+            ob_req_cancel(c->req);
+            ob_token_event ev;
+            for (int k = 0; k < 100 && !c->done; k++) {
+                int rc = ob_req_next(c->req, &ev, 100);
+                if (rc < 0 || (rc == 1 && ev.finish != OB_FINISH_NONE)) c->done = 1;
+            }
+            if (!c->done) c->cstate = NULL;
+        }
         ob_req_free(c->req); /* cancels a request still running (client gone) */
+        ob_constraint_state_free(c->cstate);
         ob_textacc_free(&c->acc);
         ob_outp_free(&c->op);
         ob_sbuf_free(&c->content);
@@ -464,7 +484,6 @@ static void gen_free(ob_gen *g) {
         json_decref(c->lp);
         json_decref(c->d_tools);
         json_decref(c->d_lp);
-        ob_constraint_free(c->cons);
     }
     free(g->ch);
     if (g->api_free) g->api_free(g->api);
@@ -568,6 +587,7 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
     for (int i = 0; i < g->n; i++) {
         ob_choice *c = &g->ch[i];
         c->parse = fmt->parse;
+        c->short_ids = S->tool_format == OB_TOOLS_MISTRAL;
         c->acc.stop = g->q.stop;
         c->acc.n_stop = g->q.n_stop;
         int parse_tools = g->q.tools && g->q.tool_choice != OB_TC_NONE;
@@ -580,15 +600,13 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
         p.prompt = g->q.prompt;
         p.n_prompt = g->q.n_prompt;
         p.max_tokens = g->q.max_tokens;
+        p.ignore_eos = g->q.ignore_eos;
         p.sampling = g->q.sp;
         p.sampling.seed = g->q.sp.seed + (uint64_t)i;
         p.n_probs = g->q.logprobs ? g->q.top_logprobs : 0;
         p.logit_bias = g->q.bias;
         p.n_logit_bias = g->q.n_bias;
-        if (g->q.cons) {
-            c->cons = ob_constraint_clone(g->q.cons);
-            ob_constraint_bind(c->cons, &p);
-        }
+        if (g->q.cons && !(c->cstate = ob_constraint_bind(g->q.cons, &p, err, sizeof err))) { status = 500; etype = "server_error"; goto fail; }
         c->req = ob_sched_submit(S->sched, &p, err, sizeof err);
         if (!c->req) {
             if (strstr(err, "queue is full") || strstr(err, "shutting down")) { status = 503; etype = "unavailable_error"; }

@@ -140,7 +140,7 @@ void ob_h_apply_template(void *app, ob_http_req *r) {
     json_t *messages = json_object_get(b, "messages");
     if (!messages) { snprintf(err, sizeof err, "'messages' is required"); goto fail; }
     ob_sbuf text = {0};
-    if (ob_srv_chat_render(S, messages, q.tool_choice == OB_TC_NONE ? NULL : q.tools, 1, &text, &status, err, sizeof err)) {
+    if (ob_srv_chat_render(S, messages, q.tool_choice == OB_TC_NONE ? NULL : q.tools, 1, q.tmpl_kwargs, &text, &status, err, sizeof err)) {
         ob_sbuf_free(&text);
         goto fail;
     }

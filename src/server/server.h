@@ -43,7 +43,11 @@ typedef struct {
     const ob_tokenizer_t *tok;
     char *model_path;
     char *model_id;              /* --alias or the file's base name */
-    char *chat_template;         /* --chat-template-file or the model's; NULL: none */
+    char *chat_template;         /* --chat-template-file or the model's source; NULL: none (ChatML) */
+    void *tmpl, *tmpl_tools;     /* compiled (ob_tmpl_t), the tool_use variant when the model has one */
+    char *tmpl_tools_src;
+    json_t *tmpl_specials;       /* bos_token, eos_token, ... for the template */
+    char *tmpl_error;            /* why the template does not compile (chat answers 500 with it) */
     ob_tool_format tool_format;
     int64_t t_start_us;          /* monotonic */
     long t_start_wall;           /* seconds since 1970 */
@@ -124,23 +128,30 @@ void ob_outp_free(ob_outp *p);
 /* ---- chat rendering (chat.c) ------------------------------------------------------------ */
 /* Which tool-call format a template (NULL: none) teaches. */
 ob_tool_format ob_srv_chat_tool_format(const char *tmpl);
-/* Renders messages (+ tools, may be NULL) with the server's template. Returns 0, or -1 with
- * err: *status is 400 for a bad message, 500 for a template this build cannot render. */
-int ob_srv_chat_render(const ob_server *S, json_t *messages, json_t *tools, int add_generation_prompt,
-                   ob_sbuf *out, int *status, char *err, size_t errlen);
+/* Loads and compiles the model's chat template (or template_file's) into S. */
+int ob_srv_chat_load(ob_server *S, const char *model_path, const char *template_file, char *err, size_t errlen);
+void ob_srv_chat_free(ob_server *S);
+/* Renders messages (+ tools and extra template variables, may be NULL) with the server's
+ * template. Returns 0, or -1 with err: *status is 400 for a bad message, 500 for a template
+ * that fails (the message names the template line and construct). */
+int ob_srv_chat_render(const ob_server *S, json_t *messages, json_t *tools, int add_generation_prompt, json_t *extra,
+                       ob_sbuf *out, int *status, char *err, size_t errlen);
 
 /* ---- grammar constraints (constraint.c) ------------------------------------------------- */
-/* A sampling constraint: filter + accept callbacks for ob_req_params. */
+/* A compiled constraint; each choice binds its own matcher state to its ob_req_params. */
 typedef struct ob_constraint ob_constraint;
 typedef enum { OB_CONSTRAINT_JSON_OBJECT, OB_CONSTRAINT_JSON_SCHEMA, OB_CONSTRAINT_TOOL_CALL } ob_constraint_kind;
 /* Nonzero when this build can enforce constraints (the grammar engine is present). */
 int ob_constraint_available(void);
-/* schema: the JSON schema (JSON_SCHEMA), or the tools array and the forced name (TOOL_CALL). */
+/* schema: the JSON schema (JSON_SCHEMA), or the tools array and the forced name or NULL for
+ * any (TOOL_CALL). NULL with err naming what is wrong. */
 ob_constraint *ob_constraint_new(const ob_server *S, ob_constraint_kind kind, json_t *schema, const char *tool_name,
                                  char *err, size_t errlen);
-ob_constraint *ob_constraint_clone(const ob_constraint *c);
 void ob_constraint_free(ob_constraint *c);
-void ob_constraint_bind(ob_constraint *c, ob_req_params *p);
+/* Sets p's filter/accept/filter_user to a fresh matcher state, returned (NULL on failure).
+ * Free it with ob_constraint_state_free only after the request has finished. */
+void *ob_constraint_bind(ob_constraint *c, ob_req_params *p, char *err, size_t errlen);
+void ob_constraint_state_free(void *state);
 
 /* ---- -hf download (hf.c) ---------------------------------------------------------------- */
 /* Downloads REPO[:QUANT]'s GGUF into the cache (resuming, verifying its sha256); *path_out

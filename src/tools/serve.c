@@ -152,10 +152,7 @@ static void *load_main(void *arg) {
     mp.n_threads = c->n_threads;
     if (ob_model_load(path, &mp, &S->model, err, errlen)) goto fail;
     S->tok = ob_model_tokenizer(S->model);
-    if (!S->chat_template) {
-        const char *t = ob_model_meta_str(S->model, "tokenizer.chat_template");
-        if (t) S->chat_template = strdup(t);
-    }
+    if (ob_srv_chat_load(S, path, c->chat_template_file, err, errlen)) goto fail;
     S->tool_format = ob_srv_chat_tool_format(S->chat_template);
     if (!S->model_id) {
         const char *base = strrchr(path, '/');
@@ -206,8 +203,9 @@ int ob_cmd_serve(int argc, char **argv) {
         c->api_key = key;
     }
     if (c->chat_template_file) {
-        S->chat_template = read_file(c->chat_template_file, 1 << 20);
-        if (!S->chat_template) { fprintf(stderr, "serve: --chat-template-file '%s': cannot read it\n", c->chat_template_file); return 2; }
+        FILE *tf = fopen(c->chat_template_file, "rb");
+        if (!tf) { fprintf(stderr, "serve: --chat-template-file '%s': cannot read it\n", c->chat_template_file); return 2; }
+        fclose(tf);
     }
     if (c->alias) S->model_id = strdup(c->alias);
     S->t_start_us = ob_time_us();
@@ -261,7 +259,7 @@ int ob_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "serve: stopped in %.0f ms\n", (ob_time_us() - t0) / 1e3);
     free(S->model_path);
     free(S->model_id);
-    free(S->chat_template);
+    ob_srv_chat_free(S);
     free(key);
     return rc;
 }

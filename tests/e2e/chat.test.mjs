@@ -184,9 +184,9 @@ test('tools: accepted, rendered into the prompt; tool_choice none leaves them ou
 });
 
 test('tool_choice required / named: a call is forced by a grammar', { todo: grammar === false ? 'grammar engine not in this build (501)' : false }, async () => {
-  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } } }];
   for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
-    const r = await client.chat.completions.create({ messages: user('Weather in Paris?'), tools, tool_choice, temperature: 0, max_tokens: 64 });
+    const r = await client.chat.completions.create({ messages: user('Weather in Paris?'), tools, tool_choice, temperature: 0, max_tokens: 300 });
     const calls = r.choices[0].message.tool_calls;
     assert.equal(r.choices[0].finish_reason, 'tool_calls');
     assert.equal(calls[0].function.name, 'get_weather');
