@@ -377,7 +377,7 @@ static tv eval_cmp(tp_render *r, tp_frame *f, const tnode *n) {
         tv right = tp_eval(r, f, n->v[i]);
         int op = n->ops[i], ok;
         r->line = n->line;
-        r->what = tp_op_text(op);
+        r->what = tp_op_label(op);
         switch (op) {
         case OP_EQ: ok = tp_eq(left, right); break;
         case OP_NE: ok = !tp_eq(left, right); break;
@@ -483,7 +483,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
     case NK_BIN: {
         tv a = tp_eval(r, f, n->a), b = tp_eval(r, f, n->b);
         r->line = n->line;
-        r->what = tp_op_text(n->op);
+        r->what = tp_op_label(n->op);
         v = tp_binop(r, n->op, a, b);
         break;
     }

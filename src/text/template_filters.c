@@ -755,6 +755,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
                     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr(safe_chars, c) ||
                         (c == '/' && pairs.t != TV_LIST))
                         tp_buf_putc(r, &b, (char)c);
+                    else if (c == ' ' && pairs.t == TV_LIST) tp_buf_putc(r, &b, '+');
                     else tp_buf_printf(r, &b, "%%%02X", c);
                 }
             }

@@ -136,6 +136,7 @@ typedef struct {
 /* Tokenizes src (already validated UTF-8) with trim_blocks and lstrip_blocks. */
 tp_token *tp_lex(tp_arena *a, const char *src, size_t len, size_t *ntok);
 const char *tp_op_text(int op);
+const char *tp_op_label(int op);   /* "operator '+'", for messages */
 
 /* ---- syntax tree ----------------------------------------------------------------------- */
 enum {

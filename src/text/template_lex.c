@@ -38,6 +38,18 @@ static const char *const op_texts[] = {
     [OP_SEMICOLON] = ";", [OP_IN] = "in", [OP_NOTIN] = "not in",
 };
 
+static const char *const op_labels[] = {
+    [OP_ADD] = "operator '+'", [OP_SUB] = "operator '-'", [OP_DIV] = "operator '/'",
+    [OP_FDIV] = "operator '//'", [OP_MUL] = "operator '*'", [OP_MOD] = "operator '%'",
+    [OP_POW] = "operator '**'", [OP_EQ] = "operator '=='", [OP_NE] = "operator '!='",
+    [OP_GT] = "operator '>'", [OP_GTEQ] = "operator '>='", [OP_LT] = "operator '<'",
+    [OP_LTEQ] = "operator '<='", [OP_IN] = "operator 'in'", [OP_NOTIN] = "operator 'not in'",
+};
+
+const char *tp_op_label(int op) {
+    return op > 0 && op < (int)(sizeof op_labels / sizeof op_labels[0]) && op_labels[op] ? op_labels[op] : "operator";
+}
+
 const char *tp_op_text(int op) {
     return op > 0 && op < (int)(sizeof op_texts / sizeof op_texts[0]) && op_texts[op] ? op_texts[op] : "?";
 }

@@ -7,8 +7,9 @@
  * range's 100000-item sandbox cap; strftime_now's clock.
  * Does not own: filters and tests (template_filters.c).
  *
- * Not reproduced: str.format's format specs and field attributes ("{0.x}", "{:>8}" fail with
- * a message), Python's special-cased Unicode case mappings ('ß'.upper() is 'ß' here).
+ * Not reproduced: str.format's field attributes and indices ("{0.x}", "{0[1]}" fail with a
+ * message); Unicode case mappings beyond the C library's simple ones and the few special
+ * cases below.
  */
 #include <math.h>
 #include <stdio.h>
@@ -122,22 +123,44 @@ static tv do_strip(tp_render *r, sv s, tv chars_v, int left, int right) {
     return tp_str_n(r, s.s + a, b - a);
 }
 
+/* The common one-to-many mappings of Unicode's SpecialCasing that Python applies: upper and
+ * title case of ß and the Latin ligatures, lower case of İ. */
+static const struct { uint32_t cp; const char *upper, *title; } special_upper[] = {
+    {0xDF, "SS", "Ss"}, {0xFB00, "FF", "Ff"}, {0xFB01, "FI", "Fi"}, {0xFB02, "FL", "Fl"},
+    {0xFB03, "FFI", "Ffi"}, {0xFB04, "FFL", "Ffl"}, {0xFB05, "ST", "St"}, {0xFB06, "ST", "St"},
+};
+
+static void put_case(tp_render *r, tp_buf *b, uint32_t cp, int to_upper, int title) {
+    char tmp[4];
+    if (to_upper) {
+        for (size_t k = 0; k < sizeof special_upper / sizeof special_upper[0]; k++)
+            if (special_upper[k].cp == cp) {
+                const char *x = title ? special_upper[k].title : special_upper[k].upper;
+                tp_buf_put(r, b, x, strlen(x));
+                return;
+            }
+        cp = tp_toupper(cp);
+    } else {
+        if (cp == 0x130) { tp_buf_put(r, b, "i\xcc\x87", 3); return; }
+        cp = tp_tolower(cp);
+    }
+    tp_buf_put(r, b, tmp, (size_t)tp_utf8_put(tmp, cp));
+}
+
 static tv case_map(tp_render *r, sv s, int mode) {  /* 0 lower, 1 upper, 2 swap, 3 title, 4 capitalize */
     tp_buf b = {0};
     tp_buf_put(r, &b, "", 0);
     int prev_cased = 0, first = 1;
     for (size_t i = 0; i < s.n;) {
-        char tmp[4];
-        uint32_t cp = tp_utf8_next(s.s, s.n, &i), o;
+        uint32_t cp = tp_utf8_next(s.s, s.n, &i);
         switch (mode) {
-        case 0: o = tp_tolower(cp); break;
-        case 1: o = tp_toupper(cp); break;
-        case 2: o = tp_toupper(cp) != cp ? tp_toupper(cp) : tp_tolower(cp); break;
-        case 3: o = prev_cased ? tp_tolower(cp) : tp_toupper(cp); prev_cased = tp_iscased(cp); break;
-        default: o = first ? tp_toupper(cp) : tp_tolower(cp); break;
+        case 0: put_case(r, &b, cp, 0, 0); break;
+        case 1: put_case(r, &b, cp, 1, 0); break;
+        case 2: put_case(r, &b, cp, tp_tolower(cp) == cp && (tp_toupper(cp) != cp || cp == 0xDF), 0); break;
+        case 3: put_case(r, &b, cp, !prev_cased, 1); prev_cased = tp_iscased(cp) || cp == 0xDF; break;
+        default: put_case(r, &b, cp, first, 1); break;
         }
         first = 0;
-        tp_buf_put(r, &b, tmp, (size_t)tp_utf8_put(tmp, o));
     }
     return tp_buf_str(r, &b);
 }
@@ -167,9 +190,7 @@ static tv do_split(tp_render *r, sv s, tv sep_v, tv max_v, int reverse) {
                 while (i < s.n) { size_t j = i; if (!tp_isspace(tp_utf8_next(s.s, s.n, &j))) break; i = j; }
                 if (i >= s.n) break;
                 if (maxsplit == 0) {
-                    size_t e = s.n;
-                    while (e > i) { size_t p = tp_utf8_prev(s.s, e), j = p; if (!tp_isspace(tp_utf8_next(s.s, s.n, &j))) break; e = p; }
-                    tp_list_push(r, &out, tp_str_n(r, s.s + i, e - i));
+                    tp_list_push(r, &out, tp_str_n(r, s.s + i, s.n - i));
                     break;
                 }
                 size_t start = i;
@@ -185,9 +206,7 @@ static tv do_split(tp_render *r, sv s, tv sep_v, tv max_v, int reverse) {
             while (i > 0) { size_t p = tp_utf8_prev(s.s, i), j = p; if (!tp_isspace(tp_utf8_next(s.s, s.n, &j))) break; i = p; }
             if (i == 0) break;
             if (maxsplit == 0) {
-                size_t b = 0;
-                while (b < i) { size_t j = b; if (!tp_isspace(tp_utf8_next(s.s, s.n, &j))) break; b = j; }
-                tp_list_push(r, &rev, tp_str_n(r, s.s + b, i - b));
+                tp_list_push(r, &rev, tp_str_n(r, s.s, i));
                 break;
             }
             size_t end = i;
@@ -271,7 +290,115 @@ static tv pad(tp_render *r, sv s, int64_t width, tv fill_v, int where) {  /* 0 c
     return tp_buf_str(r, &b);
 }
 
-/* str.format with "{}", "{0}", "{name}", "{{", "}}" and !r / !s conversions. */
+/* format(v, spec): Python's format mini-language,
+ * [[fill]align][sign][#][0][width][,|_][.precision][type], for str, int and float. */
+static void format_spec(tp_render *r, tp_buf *out, tv v, sv spec) {
+    if (!spec.n) { tp_to_str(r, out, v); return; }
+    size_t i = 0;
+    uint32_t fill = ' ';
+    char align = 0, sign = '-', type = 0, group = 0;
+    int alt = 0, zero = 0;
+    int64_t width = -1, prec = -1;
+    size_t j = 0;
+    uint32_t c0 = tp_utf8_next(spec.s, spec.n, &j);
+    if (j < spec.n && strchr("<>^=", spec.s[j])) { fill = c0; align = spec.s[j]; i = j + 1; }
+    else if (strchr("<>^=", spec.s[0])) { align = spec.s[0]; i = 1; }
+    if (i < spec.n && strchr("+- ", spec.s[i])) sign = spec.s[i++];
+    if (i < spec.n && spec.s[i] == '#') { alt = 1; i++; }
+    if (i < spec.n && spec.s[i] == '0') { zero = 1; i++; }
+    while (i < spec.n && spec.s[i] >= '0' && spec.s[i] <= '9') { width = (width < 0 ? 0 : width) * 10 + (spec.s[i++] - '0'); if (width > 100000) tp_rfail(r, "format width too big"); }
+    if (i < spec.n && (spec.s[i] == ',' || spec.s[i] == '_')) group = spec.s[i++];
+    if (i < spec.n && spec.s[i] == '.') {
+        i++;
+        prec = 0;
+        if (i >= spec.n || spec.s[i] < '0' || spec.s[i] > '9') tp_rfail(r, "format specifier missing precision");
+        while (i < spec.n && spec.s[i] >= '0' && spec.s[i] <= '9') { prec = prec * 10 + (spec.s[i++] - '0'); if (prec > 1000) tp_rfail(r, "format precision too big"); }
+    }
+    if (i < spec.n) type = spec.s[i++];
+    if (i < spec.n) tp_rfail(r, "invalid format specifier");
+    if (zero && !align) { fill = '0'; align = '='; }
+    tp_buf body = {0};
+    tp_buf_put(r, &body, "", 0);
+    const char *prefix = "";
+    int neg = 0, numeric = 1;
+    if (v.t == TV_STR && (!type || type == 's')) {
+        if (sign != '-' || alt || group || align == '=') tp_rfail(r, "this format spec is not allowed for a string");
+        size_t len = v.u.s->len;
+        if (prec >= 0) {
+            size_t p = 0;
+            for (int64_t k = 0; k < prec && p < len; k++) tp_utf8_next(v.u.s->s, len, &p);
+            len = p;
+        }
+        tp_buf_put(r, &body, v.u.s->s, len);
+        numeric = 0;
+        if (!align) align = '<';
+    } else if (is_int(v) && (!type || strchr("bcdoxXn", type))) {
+        if (prec >= 0) tp_rfail(r, "precision not allowed in integer format specifier");
+        uint64_t x = v.u.i < 0 ? (uint64_t)0 - (uint64_t)v.u.i : (uint64_t)v.u.i;
+        neg = v.u.i < 0;
+        if (type == 'c') {
+            char tmp[4];
+            if (v.u.i < 0 || v.u.i > 0x10FFFF) tp_rfail(r, "%%c arg not in range(0x110000)");
+            tp_buf_put(r, &body, tmp, (size_t)tp_utf8_put(tmp, (uint32_t)v.u.i));
+            neg = 0;
+        } else {
+            int base = type == 'b' ? 2 : type == 'o' ? 8 : (type == 'x' || type == 'X') ? 16 : 10;
+            const char *dig = type == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
+            char tmp[80];
+            int n = 0, gsize = base == 10 ? 3 : 4;
+            do {
+                tmp[n++] = dig[x % (uint64_t)base];
+                x /= (uint64_t)base;
+            } while (x);
+            for (int k = n - 1; k >= 0; k--) {
+                tp_buf_putc(r, &body, tmp[k]);
+                if (group && k && k % gsize == 0) tp_buf_putc(r, &body, group);
+            }
+            if (alt) prefix = base == 2 ? "0b" : base == 8 ? "0o" : type == 'X' ? "0X" : base == 16 ? "0x" : "";
+        }
+    } else if ((is_int(v) || v.t == TV_FLOAT) && (!type || strchr("eEfFgGn%", type))) {
+        double x = v.t == TV_FLOAT ? v.u.f : (double)v.u.i;
+        neg = signbit(x) && x == x;
+        x = fabs(x);
+        char tmp[1200];
+        if (!type && prec < 0) tp_float_repr(x, tmp);
+        else if (type == '%') { snprintf(tmp, sizeof tmp, "%.*f%%", (int)(prec < 0 ? 6 : prec), x * 100); }
+        else {
+            char t = !type || type == 'n' ? 'g' : type;
+            char fmt[16];
+            snprintf(fmt, sizeof fmt, "%%%s.*%c", alt ? "#" : "", t);
+            snprintf(tmp, sizeof tmp, fmt, (int)(prec < 0 ? 6 : prec == 0 && (t == 'g' || t == 'G') ? 1 : prec), x);
+            if (!type && isfinite(x) && !strpbrk(tmp, ".e")) strcat(tmp, ".0");
+        }
+        if (group && isfinite(x)) {
+            char *dot = strpbrk(tmp, ".e%"), *end = dot ? dot : tmp + strlen(tmp);
+            int ndig = (int)(end - tmp);
+            for (int k = 0; k < ndig; k++) {
+                if (k && (ndig - k) % 3 == 0) tp_buf_putc(r, &body, group);
+                tp_buf_putc(r, &body, tmp[k]);
+            }
+            tp_buf_put(r, &body, end, strlen(end));
+        } else {
+            tp_buf_put(r, &body, tmp, strlen(tmp));
+        }
+    } else {
+        tp_rfail(r, "unsupported format string passed to %s.__format__", tp_type_name(v));
+    }
+    if (numeric && !align) align = '>';
+    const char *sgn = neg ? "-" : sign == '+' ? "+" : sign == ' ' ? " " : "";
+    int64_t len = (int64_t)(tp_utf8_count(body.p, body.n) + strlen(sgn) + strlen(prefix));
+    int64_t padn = width > len ? width - len : 0, left = align == '<' ? 0 : align == '^' ? padn / 2 : align == '=' ? 0 : padn;
+    char fb[4];
+    int fl = tp_utf8_put(fb, fill);
+    for (int64_t k = 0; k < left; k++) tp_buf_put(r, out, fb, (size_t)fl);
+    tp_buf_put(r, out, sgn, strlen(sgn));
+    tp_buf_put(r, out, prefix, strlen(prefix));
+    if (align == '=') for (int64_t k = 0; k < padn; k++) tp_buf_put(r, out, fb, (size_t)fl);
+    tp_buf_put(r, out, body.p, body.n);
+    if (align != '=') for (int64_t k = left; k < padn; k++) tp_buf_put(r, out, fb, (size_t)fl);
+}
+
+/* str.format with "{}", "{0}", "{name}", "{{", "}}", !r / !s conversions and format specs. */
 static tv do_format(tp_render *r, sv f, tp_args *a) {
     tp_buf b = {0};
     tp_buf_put(r, &b, "", 0);
@@ -290,7 +417,15 @@ static tv do_format(tp_render *r, sv f, tp_args *a) {
         size_t fs = i + 1, fe = (size_t)(close - f.s);
         char conv = 0;
         const char *bang = memchr(f.s + fs, '!', fe - fs), *colon = memchr(f.s + fs, ':', fe - fs);
-        if (colon) tp_rfail(r, "format specs are not supported by this engine");
+        sv spec = {"", 0};
+        if (colon && (!bang || colon < bang)) {
+            spec = (sv){colon + 1, fe - (size_t)(colon - f.s) - 1};
+            fe = (size_t)(colon - f.s);
+            bang = NULL;
+        } else if (colon) {
+            spec = (sv){colon + 1, fe - (size_t)(colon - f.s) - 1};
+            fe = (size_t)(colon - f.s);
+        }
         if (bang) {
             if ((size_t)(bang - f.s) + 2 != fe) tp_rfail(r, "expected ':' after conversion specifier");
             conv = bang[1];
@@ -316,9 +451,15 @@ static tv do_format(tp_render *r, sv f, tp_args *a) {
             if (found < 0) tp_rfail(r, "format: missing key '%.*s'", (int)(fe - fs), f.s + fs);
             v = a->v[found];
         }
-        if (conv == 'r' || conv == 'a') tp_repr(r, &b, v);
-        else if (conv == 0 || conv == 's') tp_to_str(r, &b, v);
-        else tp_rfail(r, "unknown conversion specifier %c", conv);
+        if (conv == 'r' || conv == 'a' || conv == 's') {
+            tp_buf tmp = {0};
+            if (conv == 's') tp_to_str(r, &tmp, v);
+            else tp_repr(r, &tmp, v);
+            v = tp_buf_str(r, &tmp);
+        } else if (conv) {
+            tp_rfail(r, "unknown conversion specifier %c", conv);
+        }
+        format_spec(r, &b, v, spec);
         i = (size_t)(close - f.s);
     }
     return tp_buf_str(r, &b);

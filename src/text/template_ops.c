@@ -104,14 +104,17 @@ tv tp_getitem(tp_render *r, tv obj, tv key) {
     return tp_undef(NULL, obj.t);
 }
 
-static int64_t slice_index(tp_render *r, tv v) {
-    if (!is_int(v)) tp_rfail(r, "slice indices must be integers or None");
-    return v.u.i;
+/* A bad index is a TypeError, which jinja2's getitem turns into an Undefined. */
+static int slice_index(tv v, int64_t *out) {
+    if (!is_int(v)) return 0;
+    *out = v.u.i;
+    return 1;
 }
 
-/* Python's PySlice_AdjustIndices. */
-static void slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, int64_t *a, int64_t *b, int64_t *st) {
-    *st = step.t == TV_NONE ? 1 : slice_index(r, step);
+/* Python's PySlice_AdjustIndices; 0 when an index is not an integer. */
+static int slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, int64_t *a, int64_t *b, int64_t *st) {
+    *st = 1;
+    if (step.t != TV_NONE && !slice_index(step, st)) return 0;
     if (*st == 0) tp_rfail(r, "slice step cannot be zero");
     if (*st == INT64_MIN) *st = -INT64_MAX;
     int64_t lo_def = *st < 0 ? len - 1 : 0, hi_def = *st < 0 ? -1 : len;
@@ -119,7 +122,8 @@ static void slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, 
     int64_t *outs[2] = {a, b}, defs[2] = {lo_def, hi_def};
     for (int k = 0; k < 2; k++) {
         if (ends[k].t == TV_NONE) { *outs[k] = defs[k]; continue; }
-        int64_t x = slice_index(r, ends[k]);
+        int64_t x;
+        if (!slice_index(ends[k], &x)) return 0;
         if (x < 0) {
             x = x < -len ? (*st < 0 ? -1 : 0) : x + len;
         } else if (x >= len) {
@@ -127,13 +131,14 @@ static void slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, 
         }
         *outs[k] = x;
     }
+    return 1;
 }
 
 tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
     int64_t a, b, st;
     if (obj.t == TV_UNDEF) tp_undef_fail(r, obj);
     if (obj.t == TV_LIST) {
-        slice_adjust(r, (int64_t)obj.u.l->n, start, stop, step, &a, &b, &st);
+        if (!slice_adjust(r, (int64_t)obj.u.l->n, start, stop, step, &a, &b, &st)) return tp_undef(NULL, obj.t);
         tv out = tp_list_new(r, 0);
         out.tuple = obj.tuple;
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) tp_list_push(r, &out, obj.u.l->v[i]);
@@ -143,7 +148,7 @@ tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
         const char *s = obj.u.s->s;
         size_t n = obj.u.s->len;
         int64_t len = (int64_t)tp_utf8_count(s, n);
-        slice_adjust(r, len, start, stop, step, &a, &b, &st);
+        if (!slice_adjust(r, len, start, stop, step, &a, &b, &st)) return tp_undef(NULL, obj.t);
         size_t *off = tp_alloc(&r->ar, ((size_t)len + 1) * sizeof *off);
         for (size_t p = 0, k = 0; k <= (size_t)len; k++) {
             off[k] = p;
