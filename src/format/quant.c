@@ -24,31 +24,54 @@ void ob_dequant_tq1_0(const void *src, float *dst, int64_t n);
 void ob_quant_tq1_0(const float *src, void *dst, int64_t n);
 void ob_dequant_tq2_0(const void *src, float *dst, int64_t n);
 void ob_quant_tq2_0(const float *src, void *dst, int64_t n);
+/* quant_ref_legacy.c and quant_ref_k.c */
+void ob_dequant_q4_1(const void *src, float *dst, int64_t n);
+void ob_quant_q4_1(const float *src, void *dst, int64_t n);
+void ob_dequant_q5_0(const void *src, float *dst, int64_t n);
+void ob_quant_q5_0(const float *src, void *dst, int64_t n);
+void ob_dequant_q5_1(const void *src, float *dst, int64_t n);
+void ob_quant_q5_1(const float *src, void *dst, int64_t n);
+void ob_dequant_mxfp4(const void *src, float *dst, int64_t n);
+void ob_quant_mxfp4(const float *src, void *dst, int64_t n);
+void ob_dequant_iq4_nl(const void *src, float *dst, int64_t n);
+void ob_quant_iq4_nl(const float *src, void *dst, int64_t n);
+void ob_dequant_q2_K(const void *src, float *dst, int64_t n);
+void ob_quant_q2_K(const float *src, void *dst, int64_t n);
+void ob_dequant_q3_K(const void *src, float *dst, int64_t n);
+void ob_quant_q3_K(const float *src, void *dst, int64_t n);
+void ob_dequant_q4_K(const void *src, float *dst, int64_t n);
+void ob_quant_q4_K(const float *src, void *dst, int64_t n);
+void ob_dequant_q5_K(const void *src, float *dst, int64_t n);
+void ob_quant_q5_K(const float *src, void *dst, int64_t n);
+void ob_dequant_q6_K(const void *src, float *dst, int64_t n);
+void ob_quant_q6_K(const float *src, void *dst, int64_t n);
+void ob_dequant_iq4_xs(const void *src, float *dst, int64_t n);
+void ob_quant_iq4_xs(const float *src, void *dst, int64_t n);
 
 /* Block geometry is GGML's; routines are filled in for the types this build computes. */
 static const ob_type_traits type_table[OB_TYPE_COUNT] = {
     [OB_TYPE_F32]     = {"f32", 1, 4, ob_dequant_f32, ob_quant_f32},
     [OB_TYPE_F16]     = {"f16", 1, 2, ob_dequant_f16, ob_quant_f16},
     [OB_TYPE_Q4_0]    = {"q4_0", 32, 18, ob_dequant_q4_0, ob_quant_q4_0},
-    [OB_TYPE_Q4_1]    = {"q4_1", 32, 20, NULL, NULL},
-    [OB_TYPE_Q5_0]    = {"q5_0", 32, 22, NULL, NULL},
-    [OB_TYPE_Q5_1]    = {"q5_1", 32, 24, NULL, NULL},
+    [OB_TYPE_Q4_1]    = {"q4_1", 32, 20, ob_dequant_q4_1, ob_quant_q4_1},
+    [OB_TYPE_Q5_0]    = {"q5_0", 32, 22, ob_dequant_q5_0, ob_quant_q5_0},
+    [OB_TYPE_Q5_1]    = {"q5_1", 32, 24, ob_dequant_q5_1, ob_quant_q5_1},
     [OB_TYPE_Q8_0]    = {"q8_0", 32, 34, ob_dequant_q8_0, ob_quant_q8_0},
     [OB_TYPE_Q8_1]    = {"q8_1", 32, 36, NULL, NULL},
-    [OB_TYPE_Q2_K]    = {"q2_K", 256, 84, NULL, NULL},
-    [OB_TYPE_Q3_K]    = {"q3_K", 256, 110, NULL, NULL},
-    [OB_TYPE_Q4_K]    = {"q4_K", 256, 144, NULL, NULL},
-    [OB_TYPE_Q5_K]    = {"q5_K", 256, 176, NULL, NULL},
-    [OB_TYPE_Q6_K]    = {"q6_K", 256, 210, NULL, NULL},
+    [OB_TYPE_Q2_K]    = {"q2_K", 256, 84, ob_dequant_q2_K, ob_quant_q2_K},
+    [OB_TYPE_Q3_K]    = {"q3_K", 256, 110, ob_dequant_q3_K, ob_quant_q3_K},
+    [OB_TYPE_Q4_K]    = {"q4_K", 256, 144, ob_dequant_q4_K, ob_quant_q4_K},
+    [OB_TYPE_Q5_K]    = {"q5_K", 256, 176, ob_dequant_q5_K, ob_quant_q5_K},
+    [OB_TYPE_Q6_K]    = {"q6_K", 256, 210, ob_dequant_q6_K, ob_quant_q6_K},
     [OB_TYPE_Q8_K]    = {"q8_K", 256, 292, NULL, NULL},
     [OB_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, NULL, NULL},
     [OB_TYPE_IQ2_XS]  = {"iq2_xs", 256, 74, NULL, NULL},
     [OB_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, NULL, NULL},
     [OB_TYPE_IQ1_S]   = {"iq1_s", 256, 50, NULL, NULL},
-    [OB_TYPE_IQ4_NL]  = {"iq4_nl", 32, 18, NULL, NULL},
+    [OB_TYPE_IQ4_NL]  = {"iq4_nl", 32, 18, ob_dequant_iq4_nl, ob_quant_iq4_nl},
     [OB_TYPE_IQ3_S]   = {"iq3_s", 256, 110, NULL, NULL},
     [OB_TYPE_IQ2_S]   = {"iq2_s", 256, 82, NULL, NULL},
-    [OB_TYPE_IQ4_XS]  = {"iq4_xs", 256, 136, NULL, NULL},
+    [OB_TYPE_IQ4_XS]  = {"iq4_xs", 256, 136, ob_dequant_iq4_xs, ob_quant_iq4_xs},
     [OB_TYPE_I8]      = {"i8", 1, 1, NULL, NULL},
     [OB_TYPE_I16]     = {"i16", 1, 2, NULL, NULL},
     [OB_TYPE_I32]     = {"i32", 1, 4, NULL, NULL},
@@ -58,7 +81,7 @@ static const ob_type_traits type_table[OB_TYPE_COUNT] = {
     [OB_TYPE_BF16]    = {"bf16", 1, 2, ob_dequant_bf16, ob_quant_bf16},
     [OB_TYPE_TQ1_0]   = {"tq1_0", 256, 54, ob_dequant_tq1_0, ob_quant_tq1_0},
     [OB_TYPE_TQ2_0]   = {"tq2_0", 256, 66, ob_dequant_tq2_0, ob_quant_tq2_0},
-    [OB_TYPE_MXFP4]   = {"mxfp4", 32, 17, NULL, NULL},
+    [OB_TYPE_MXFP4]   = {"mxfp4", 32, 17, ob_dequant_mxfp4, ob_quant_mxfp4},
 };
 
 const ob_type_traits *ob_type_get(int type) {

@@ -14,94 +14,8 @@
 #include "format/quant.h"
 #include "test.h"
 
-/* ---- deterministic input (shared, verbatim, with the one-off llama.cpp checker) -------- */
-/* OB_QUANT_GEN_BEGIN */
-/* 64-bit LCG with Knuth's MMIX constants; the top 31 bits of the state are the output. Only
- * integer arithmetic and exactly-representable float operations (plus a few IEEE products)
- * are used, so the input is the same on every IEEE-754 machine and compiler. */
-static uint32_t gen_next(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(*s >> 33);
-}
-
-/* Uniform in [-1, 1) with 24 random bits: exact in float. */
-static float gen_unit(uint64_t *s) {
-    return (float)((int32_t)(gen_next(s) >> 7) - (1 << 23)) * 0x1p-23f;
-}
-
-/* n floats (n a multiple of 256) in 32-element groups, each group in one of ten modes: zeros,
- * smooth noise, noise with one outlier, ternary-like values with exact halves, a constant,
- * all negative, tiny (fp16-subnormal scales), large (near the fp16 limit), and two modes of
- * exact rounding ties. The first half picks a mode per 256-element super-block, so the
- * ternary types see whole blocks of one kind; the second half mixes modes inside one. */
-static void gen_input(float *x, int n, uint64_t seed) {
-    uint64_t s = seed;
-    for (int g = 0; g < n / 32; g++) {
-        float *y = x + 32 * g;
-        int mode = g < n / 64 ? (g / 8) % 10 : g % 10;
-        float scale = ldexpf(1.0f, (int)(gen_next(&s) % 21) - 12); /* 2^-12 .. 2^8 */
-        for (int i = 0; i < 32; i++) {
-            float u = gen_unit(&s);
-            switch (mode) {
-            case 0: y[i] = 0.0f; break;
-            case 1: y[i] = (u + gen_unit(&s)) * scale; break;
-            case 2: y[i] = u * scale; break;
-            case 3: y[i] = (float)((int)(gen_next(&s) % 5) - 2) * 0.5f * scale; break;
-            case 4: y[i] = 0.75f * scale; break;
-            case 5: y[i] = -fabsf(u) * scale; break;
-            case 6: y[i] = u * 0x1p-20f; break;
-            case 7: y[i] = u * 60000.0f; break;
-            case 8: y[i] = (float)((int)(gen_next(&s) % 16) - 8) + 0.5f; break;
-            default: y[i] = (float)((int)(gen_next(&s) % 254) - 127) + 0.5f; break;
-            }
-        }
-        if (mode == 2) y[gen_next(&s) % 32] = (gen_next(&s) & 1 ? 37.0f : -53.0f) * scale;
-        if (mode == 8) y[0] = -8.0f;
-        if (mode == 9) y[0] = 127.0f;
-    }
-}
-
-/* 64-bit FNV-1a over bytes, resumable (h = FNV_OFFSET to start). Multi-byte values are
- * hashed in host byte order; GGUF and every host this engine targets are little-endian. */
-#define FNV_OFFSET 14695981039346656037ull
-static uint64_t fnv1a_more(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }
-    return h;
-}
-
-static uint64_t fnv1a(const void *p, size_t n) { return fnv1a_more(FNV_OFFSET, p, n); }
-
-/* Conversion sweeps: every 4099th fp32 bit pattern (about a million values, all exponents
- * and both signs) through an fp32 -> 16-bit conversion, NaN inputs optionally skipped; and
- * every fp16 pattern through fp16 -> fp32, signalling NaNs (exponent all ones, top mantissa
- * bit clear, mantissa non-zero) skipped. */
-static uint64_t sweep_to_16(uint16_t (*conv)(float), int skip_nan) {
-    uint64_t h = FNV_OFFSET;
-    for (uint64_t i = 0; i <= 0xffffffffull; i += 4099) {
-        uint32_t bits = (uint32_t)i;
-        float f;
-        memcpy(&f, &bits, 4);
-        if (skip_nan && (bits & 0x7fffffffu) > 0x7f800000u) continue;
-        uint16_t r = conv(f);
-        h = fnv1a_more(h, &r, 2);
-    }
-    return h;
-}
-
-static uint64_t sweep_f16_to_32(float (*conv)(uint16_t)) {
-    uint64_t h = FNV_OFFSET;
-    for (uint32_t i = 0; i < 65536; i++) {
-        if ((i & 0x7c00) == 0x7c00 && (i & 0x3ff) != 0 && !(i & 0x200)) continue;
-        float f = conv((uint16_t)i);
-        h = fnv1a_more(h, &f, 4);
-    }
-    return h;
-}
-
-#define GEN_N 16384
-#define GEN_SEED 20240601u
-/* OB_QUANT_GEN_END */
+/* ---- deterministic input: quant_gen.h (shared, verbatim, with the one-off llama.cpp checker) */
+#include "quant_gen.h"
 
 /* ---- hand-made blocks -------------------------------------------------------------------- */
 
@@ -396,7 +310,7 @@ static void test_round_trip(void) {
 
 /* ---- bit identity with llama.cpp ---------------------------------------------------------
  * How the expected hashes were made: a one-off program, kept outside this repository,
- * #included the block between the OB_QUANT_GEN markers above verbatim (so its input and hash
+ * #included the block between the OB_QUANT_GEN markers (now in quant_gen.h) verbatim (so its input and hash
  * are these), and linked llama.cpp's libggml-base.so built from llama.cpp commit 80fb11ac73e6
  * (ggml 0.23.0; its own cmake build, cc -O3, no -march). For gen_input(GEN_N, GEN_SEED) it
  * printed the FNV-1a of:

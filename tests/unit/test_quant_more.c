@@ -1,0 +1,184 @@
+/* test_quant_more.c — the weight types beyond quant_ref.c's: q4_1, q5_0, q5_1, mxfp4, iq4_nl
+ * (quant_ref_legacy.c), q2_K..q6_K and iq4_xs (quant_ref_k.c), and the searches behind them
+ * (quant_search.c, quant_rows.c).
+ *
+ * Kinds of check:
+ *  - decoders bit-identical to llama.cpp: FNV-1a of the floats our to_float makes of random
+ *    blocks (quant_gen.h's gen_blocks) against llama.cpp's dequantize_row_* on the same bytes;
+ *  - round-to-nearest quantizers byte-identical to llama.cpp's quantize_row_*_ref (q4_1, q5_0,
+ *    q5_1, mxfp4) on quant_gen.h's gen_input, bytes and decoded floats hashed;
+ *  - searched quantizers no worse than llama.cpp's: RMSE (and importance-weighted RMSE with an
+ *    importance vector) on a weight-like matrix, against llama.cpp's figure for the same data;
+ *  - hand-made blocks whose bytes follow from the layout, exact round trips of representable
+ *    values, edge cases (zeros, constants, huge and tiny values, NaN) that must not crash or
+ *    produce non-finite output from finite input.
+ * The loader's refusal of corrupt files of these types and the end-to-end logits are in
+ * test_formats.c.
+ *
+ * How the expected values were taken: a one-off program (not in this tree) #included
+ * quant_gen.h, linked llama.cpp's libggml-base.so (commit 80fb11a, ggml 0.23.0, its own
+ * cmake Release build: cc -O3, no -march, so no FMA contraction, like this build) and printed
+ *   - FNV-1a of gen_blocks(type, 4096 elements, seed 77) and of dequantize_row_<type> of it;
+ *   - FNV-1a of quantize_row_<type>_ref(gen_input(GEN_N, GEN_SEED)) and of its dequantization;
+ *   - for gen_weights(64 x 1024, seed 4242) and gen_importance(1024, seed 99): the RMSE of
+ *     quantize_<type>(..., NULL) and the importance-weighted RMSE of quantize_<type>(..., imp)
+ *     (sqrt(sum_rc imp[c] * d_rc^2 / sum_rc imp[c])), decoded by llama.cpp.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "format/quant.h"
+#include "format/quant_search.h"
+#include "quant_gen.h"
+#include "test.h"
+
+/* ---- expected values from llama.cpp -------------------------------------------------- */
+
+#define DEQ_N 4096
+#define DEQ_SEED 77
+
+static const struct {
+    int type;
+    uint64_t bytes_hash, floats_hash;
+} expect_deq[] = {
+    {OB_TYPE_Q4_1, 0xf20f96b9db789ce7ull, 0x8765421c7a7cfaebull},
+    {OB_TYPE_Q5_0, 0x0751e49ec84d22eaull, 0x4a0e69be34008df3ull},
+    {OB_TYPE_Q5_1, 0xda5873a84912a0feull, 0x96aa5b8e01965324ull},
+    {OB_TYPE_MXFP4, 0xfa8172bf2626dfadull, 0xf02b500dc471c793ull},
+    {OB_TYPE_IQ4_NL, 0x9e63a12372ba27baull, 0xdad252ce8e553d2dull},
+    {OB_TYPE_Q2_K, 0x6a814c3209745fdbull, 0x37e9552f5f65d89eull},
+    {OB_TYPE_Q3_K, 0x97b7d3362e6f00cdull, 0x877f6cbfe0f40252ull},
+    {OB_TYPE_Q4_K, 0x6c427a1e9854d14dull, 0x2b29916f539b6786ull},
+    {OB_TYPE_Q5_K, 0xc486c84ab6cef927ull, 0x6c807b9813024d15ull},
+    {OB_TYPE_Q6_K, 0xf81d63e927a02302ull, 0x4b6251803cb458e1ull},
+    {OB_TYPE_IQ4_XS, 0x2b41dfcd0027198eull, 0xe6c80a781d1aa9f0ull},
+};
+
+static const struct {
+    int type;
+    uint64_t quant_hash, dequant_hash;
+} expect_rtn[] = {
+    {OB_TYPE_Q4_1, 0x590f9cfa715bc207ull, 0x5f6407a29b3530b2ull},
+    {OB_TYPE_Q5_0, 0xe0634ecdfacd2772ull, 0x5f44643b45fc9fd0ull},
+    {OB_TYPE_Q5_1, 0x8e288e0d43775651ull, 0xba7bb24ca21912f7ull},
+    {OB_TYPE_MXFP4, 0xf461fdbd8c27ff94ull, 0xd4a72317688e03e3ull},
+};
+
+#define ERR_ROWS 64
+#define ERR_COLS 1024
+static const uint64_t expect_weights_hash = 0x80f9f379ffe2db13ull, expect_importance_hash = 0x87b7710cec05e74dull;
+
+/* llama.cpp's RMSE without an importance vector (0: not applicable, the type is
+ * round-to-nearest there and checked byte for byte instead) and its importance-weighted
+ * RMSE with one. */
+static const struct {
+    int type;
+    double rmse, wrmse;
+} expect_err[] = {
+    {OB_TYPE_Q2_K, 1.368340016e-02, 9.199843853e-03},
+    {OB_TYPE_Q3_K, 7.875648363e-03, 6.242213608e-03},
+    {OB_TYPE_Q4_K, 3.624224805e-03, 2.846126052e-03},
+    {OB_TYPE_Q5_K, 1.818472753e-03, 1.574691548e-03},
+    {OB_TYPE_Q6_K, 1.012924952e-03, 8.802104911e-04},
+    {OB_TYPE_IQ4_NL, 4.154116233e-03, 3.483943900e-03},
+    {OB_TYPE_IQ4_XS, 4.223772806e-03, 3.622214674e-03},
+    {OB_TYPE_Q4_0, 0, 4.540552448e-03},
+    {OB_TYPE_Q4_1, 0, 2.710162455e-03},
+    {OB_TYPE_Q5_0, 0, 2.333519703e-03},
+    {OB_TYPE_Q5_1, 0, 1.325924450e-03},
+};
+
+/* ---- identity with llama.cpp ------------------------------------------------------------ */
+
+static void test_dequant_identity(void) {
+    uint8_t *q = malloc(DEQ_N * 2);
+    float *y = malloc(DEQ_N * sizeof *y);
+    for (size_t k = 0; k < sizeof expect_deq / sizeof expect_deq[0]; k++) {
+        const ob_type_traits *t = ob_type_get(expect_deq[k].type);
+        CHECK(t && t->to_float);
+        if (!t || !t->to_float) continue;
+        int nb = DEQ_N / t->block_size;
+        CHECK_EQ_INT(gen_blocks(q, expect_deq[k].type, nb, DEQ_SEED), 0);
+        uint64_t hb = fnv1a(q, (size_t)nb * t->type_size);
+        t->to_float(q, y, DEQ_N);
+        uint64_t hf = fnv1a(y, DEQ_N * sizeof *y);
+        if (hb != expect_deq[k].bytes_hash || hf != expect_deq[k].floats_hash)
+            fprintf(stderr, "  %s: bytes %016llx floats %016llx\n", t->name, (unsigned long long)hb, (unsigned long long)hf);
+        CHECK(hb == expect_deq[k].bytes_hash); /* else the generator drifted */
+        CHECK(hf == expect_deq[k].floats_hash);
+    }
+    free(q);
+    free(y);
+}
+
+static void test_rtn_identity(void) {
+    float *x = malloc(GEN_N * sizeof *x), *y = malloc(GEN_N * sizeof *y);
+    uint8_t *q = malloc(GEN_N * 2);
+    gen_input(x, GEN_N, GEN_SEED);
+    for (size_t k = 0; k < sizeof expect_rtn / sizeof expect_rtn[0]; k++) {
+        int type = expect_rtn[k].type;
+        const ob_type_traits *t = ob_type_get(type);
+        CHECK(t && t->from_float);
+        if (!t || !t->from_float) continue;
+        t->from_float(x, q, GEN_N);
+        t->to_float(q, y, GEN_N);
+        uint64_t hq = fnv1a(q, ob_type_row_size(type, GEN_N)), hd = fnv1a(y, GEN_N * sizeof *y);
+        if (hq != expect_rtn[k].quant_hash || hd != expect_rtn[k].dequant_hash)
+            fprintf(stderr, "  %s: quant %016llx dequant %016llx\n", t->name, (unsigned long long)hq, (unsigned long long)hd);
+        CHECK(hq == expect_rtn[k].quant_hash);
+        CHECK(hd == expect_rtn[k].dequant_hash);
+        /* the tool's entry point without importance is the same routine */
+        ob_quantize_rows(type, x, q, GEN_N / 512, 512, NULL);
+        CHECK(fnv1a(q, ob_type_row_size(type, GEN_N)) == expect_rtn[k].quant_hash);
+    }
+    free(x);
+    free(y);
+    free(q);
+}
+
+/* ---- searched quantizers: no worse than llama.cpp -------------------------------------- */
+
+static void test_search_error(void) {
+    const int n = ERR_ROWS * ERR_COLS;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y), imp[ERR_COLS];
+    uint8_t *q = malloc((size_t)n * 2);
+    gen_weights(x, ERR_ROWS, ERR_COLS, 4242);
+    gen_importance(imp, ERR_COLS, 99);
+    CHECK(fnv1a(x, (size_t)n * sizeof *x) == expect_weights_hash);
+    CHECK(fnv1a(imp, sizeof imp) == expect_importance_hash);
+    double sw = 0;
+    for (int c = 0; c < ERR_COLS; c++) sw += imp[c];
+    for (size_t k = 0; k < sizeof expect_err / sizeof expect_err[0]; k++) {
+        int type = expect_err[k].type;
+        const ob_type_traits *t = ob_type_get(type);
+        for (int wi = 0; wi < 2; wi++) {
+            double want = wi ? expect_err[k].wrmse : expect_err[k].rmse;
+            if (want == 0) continue;
+            ob_quantize_rows(type, x, q, ERR_ROWS, ERR_COLS, wi ? imp : NULL);
+            t->to_float(q, y, n);
+            double e = 0, ew = 0;
+            int bad = 0;
+            for (int i = 0; i < n; i++) {
+                double d = (double)y[i] - x[i];
+                e += d * d;
+                ew += imp[i % ERR_COLS] * d * d;
+                bad += !isfinite(y[i]);
+            }
+            double got = wi ? sqrt(ew / (sw * ERR_ROWS)) : sqrt(e / n);
+            if (ob_test_verbose || got > want)
+                fprintf(stderr, "  %-6s %s: 1bit %.6e llama.cpp %.6e (ratio %.4f)\n", t->name, wi ? "weighted rmse" : "rmse", got,
+                        want, got / want);
+            CHECK_EQ_INT(bad, 0);
+            CHECK(got <= want);
+        }
+    }
+    free(x);
+    free(y);
+    free(q);
+}
+
+OB_SUITE(quant_more) {
+    test_dequant_identity();
+    test_rtn_identity();
+    test_search_error();
+}
