@@ -357,16 +357,14 @@ static void feed_text(ob_choice *c, const char *s, size_t n) {
 }
 
 static json_t *token_entry(ob_server *S, int32_t tok, float lp) {
-    char b[256];
-    int n = ob_tokenizer_token_bytes(S->tok, tok, b, sizeof b);
-    if (n < 0) n = 0;
-    if (n > (int)sizeof b) n = sizeof b;
-    ob_sbuf s = {0};
-    ob_utf8_sanitize(b, (size_t)n, 1, &s);
+    ob_sbuf raw = {0}, txt = {0};
+    ob_token_raw(S->tok, tok, &raw);
+    ob_utf8_sanitize(raw.p ? raw.p : "", raw.len, 1, &txt);
     json_t *bytes = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(bytes, json_integer((unsigned char)b[i]));
-    json_t *e = json_pack("{s:s, s:o, s:o}", "token", s.p ? s.p : "", "logprob", lp_real(lp), "bytes", bytes);
-    ob_sbuf_free(&s);
+    for (size_t i = 0; i < raw.len; i++) json_array_append_new(bytes, json_integer((unsigned char)raw.p[i]));
+    json_t *e = json_pack("{s:s%, s:o, s:o}", "token", txt.p ? txt.p : "", txt.len, "logprob", lp_real(lp), "bytes", bytes);
+    ob_sbuf_free(&raw);
+    ob_sbuf_free(&txt);
     return e;
 }
 
@@ -384,16 +382,15 @@ static void on_event(ob_gen *g, ob_choice *c, const ob_token_event *ev) {
             json_array_append(c->lp, e);
             json_array_append_new(c->d_lp, e);
         }
-        char b[256];
-        int n = ob_tokenizer_token_bytes(S->tok, ev->token, b, sizeof b);
-        if (n > (int)sizeof b) n = sizeof b;
-        ob_sbuf rel = {0};
-        if (n > 0 && ob_textacc_feed(&c->acc, b, (size_t)n, &rel)) {
+        ob_sbuf tb = {0}, rel = {0};
+        ob_token_raw(S->tok, ev->token, &tb);
+        if (tb.len && ob_textacc_feed(&c->acc, tb.p, tb.len, &rel)) {
             c->stop_hit = 1;
             ob_req_cancel(c->req);
         }
         feed_text(c, rel.p, rel.len);
         ob_sbuf_free(&rel);
+        ob_sbuf_free(&tb);
     }
     if (ev->finish != OB_FINISH_NONE) {
         c->done = 1;
@@ -844,11 +841,12 @@ void ob_h_completions(void *app, ob_http_req *r) {
         json_array_foreach(p, i, t) {
             if (!json_is_integer(t)) { ob_sbuf_free(&text); snprintf(err, sizeof err, "'prompt[%zu]' must be a token id", i); goto fail; }
             q.prompt[i] = (int32_t)json_integer_value(t);
-            char tb[256];
-            int n = ob_tokenizer_token_bytes(S->tok, q.prompt[i], tb, sizeof tb);
-            if (n > 0) ob_utf8_sanitize(tb, (size_t)(n < (int)sizeof tb ? n : (int)sizeof tb), 1, &text);
+            ob_token_raw(S->tok, q.prompt[i], &text); /* a bad id is the scheduler's 400 */
         }
-        q.prompt_text = text.p ? text.p : strdup("");
+        ob_sbuf clean = {0};
+        ob_utf8_sanitize(text.p ? text.p : "", text.len, 1, &clean);
+        ob_sbuf_free(&text);
+        q.prompt_text = clean.p ? clean.p : strdup("");
     } else if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) {
         json_t *s = json_array_get(p, 0);
         q.prompt_text = strdup(json_string_value(s));

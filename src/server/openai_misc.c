@@ -86,13 +86,9 @@ void ob_h_tokenize(void *app, ob_http_req *r) {
     json_t *toks = json_array();
     for (int i = 0; i < n; i++) {
         if (!with_pieces) { json_array_append_new(toks, json_integer(ids[i])); continue; }
-        char tb[256];
-        int l = ob_tokenizer_token_bytes(S->tok, ids[i], tb, sizeof tb);
-        if (l < 0) l = 0;
-        if (l > (int)sizeof tb) l = sizeof tb;
         ob_sbuf s = {0};
-        ob_utf8_sanitize(tb, (size_t)l, 1, &s);
-        json_array_append_new(toks, json_pack("{s:i, s:s}", "id", ids[i], "piece", s.p ? s.p : ""));
+        ob_token_text(S->tok, ids[i], &s);
+        json_array_append_new(toks, json_pack("{s:i, s:s%}", "id", ids[i], "piece", s.p ? s.p : "", s.len));
         ob_sbuf_free(&s);
     }
     free(ids);
@@ -112,14 +108,11 @@ void ob_h_detokenize(void *app, ob_http_req *r) {
     json_t *t;
     json_array_foreach(tokens, i, t) {
         int32_t id = json_is_integer(t) ? (int32_t)json_integer_value(t) : -1;
-        char tb[256];
-        int l = json_is_integer(t) && json_integer_value(t) == id ? ob_tokenizer_token_bytes(S->tok, id, tb, sizeof tb) : -1;
-        if (l < 0) {
+        if (!json_is_integer(t) || json_integer_value(t) != id || ob_token_raw(S->tok, id, &raw)) {
             ob_http_error(r, 400, "invalid_request_error", "'tokens[%zu]' is not a token id of this model", i);
             ob_sbuf_free(&raw);
             goto out;
         }
-        ob_sbuf_put(&raw, tb, (size_t)(l < (int)sizeof tb ? l : (int)sizeof tb));
     }
     ob_utf8_sanitize(raw.p ? raw.p : "", raw.len, 1, &text);
     reply_json(r, json_pack("{s:s%}", "content", text.p ? text.p : "", text.len));
@@ -157,10 +150,8 @@ fail:
 
 static json_t *token_text(ob_server *S, int32_t id) {
     if (id < 0) return json_string("");
-    char tb[256];
-    int l = ob_tokenizer_token_bytes(S->tok, id, tb, sizeof tb);
     ob_sbuf s = {0};
-    if (l > 0) ob_utf8_sanitize(tb, (size_t)(l < (int)sizeof tb ? l : (int)sizeof tb), 1, &s);
+    ob_token_text(S->tok, id, &s);
     json_t *j = json_stringn(s.p ? s.p : "", s.len);
     ob_sbuf_free(&s);
     return j;

@@ -97,6 +97,11 @@ void ob_textacc_free(ob_textacc *a);
  * incomplete character at the end is left unless final. */
 size_t ob_utf8_sanitize(const char *s, size_t n, int final, ob_sbuf *out);
 
+/* Appends the bytes of token id (special tokens as their text), however long; -1 for a bad id. */
+int ob_token_raw(const ob_tokenizer_t *t, int32_t id, ob_sbuf *out);
+/* The same as valid UTF-8 (U+FFFD for bytes that are not), for showing one token alone. */
+int ob_token_text(const ob_tokenizer_t *t, int32_t id, ob_sbuf *out);
+
 /* ---- model-output parser: content / reasoning / tool calls ------------------------------- */
 typedef enum { OB_OUT_CONTENT, OB_OUT_REASONING, OB_OUT_TOOL } ob_out_kind;
 typedef struct {

@@ -6,6 +6,7 @@
  * released, also when it spans tokens).
  * Does not own: what the text means (outparse.c), tokens (the engine).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/server.h"
@@ -100,3 +101,24 @@ void ob_textacc_flush(ob_textacc *a, ob_sbuf *out) {
 }
 
 void ob_textacc_free(ob_textacc *a) { ob_sbuf_free(&a->pend); }
+
+int ob_token_raw(const ob_tokenizer_t *t, int32_t id, ob_sbuf *out) {
+    char small[256];
+    int n = ob_tokenizer_token_bytes(t, id, small, sizeof small);
+    if (n < 0) return -1;
+    if (n <= (int)sizeof small) return ob_sbuf_put(out, small, (size_t)n);
+    char *big = malloc((size_t)n);
+    if (!big) return -1;
+    ob_tokenizer_token_bytes(t, id, big, n);
+    int rc = ob_sbuf_put(out, big, (size_t)n);
+    free(big);
+    return rc;
+}
+
+int ob_token_text(const ob_tokenizer_t *t, int32_t id, ob_sbuf *out) {
+    ob_sbuf raw = {0};
+    if (ob_token_raw(t, id, &raw)) { ob_sbuf_free(&raw); return -1; }
+    ob_utf8_sanitize(raw.p ? raw.p : "", raw.len, 1, out);
+    ob_sbuf_free(&raw);
+    return 0;
+}
