@@ -4,7 +4,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -pthread -MMD -MP -Isrc -Iinclude
 LDLIBS  += -lmicrohttpd -lcurl -ljansson -lpcre2-8 -lm -pthread
-LDLIBS  += -lutf8proc
+LDLIBS  += -lutf8proc -licuuc
 BUILD   ?= build
 
 SRC_ALL  := $(shell find src -name '*.c' | sort)

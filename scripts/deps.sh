@@ -3,7 +3,7 @@
 # libmicrohttpd and libcurl: `1bit serve` (HTTP, -hf downloads); node and npm: tests/e2e.
 set -e
 need=""
-for p in build-essential libjansson-dev libpcre2-dev libutf8proc-dev pkg-config; do
+for p in build-essential libjansson-dev libpcre2-dev libutf8proc-dev libicu-dev xz-utils pkg-config; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"
 done
 for p in libmicrohttpd-dev libcurl4-openssl-dev; do
