@@ -272,10 +272,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         if (h->api_key && !c->route->open && !key_ok(h, mc))
             return reply_error(c, mc, 401, "authentication_error", "invalid or missing API key");
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+        const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Expect");
         if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) {
-            char m[128];
-            snprintf(m, sizeof m, "request body exceeds the limit of %zu bytes", h->cfg.max_body);
-            return reply_error(c, mc, 413, "invalid_request_error", m);
+            /* A client waiting for 100-continue gets the 413 instead; any other is read to the
+             * end first (and discarded), so it sees the 413 rather than a reset connection. */
+            c->too_large = 1;
+            if (expect && strcasestr(expect, "100-continue")) {
+                char m[128];
+                snprintf(m, sizeof m, "request body exceeds the limit of %zu bytes", h->cfg.max_body);
+                return reply_error(c, mc, 413, "invalid_request_error", m);
+            }
         }
         return MHD_YES; /* libmicrohttpd answers Expect: 100-continue now */
     }

@@ -88,6 +88,18 @@ test('413 for a body over the limit', async () => {
     req.end();
   });
   assert.equal(r.status, 413);
+  // a client that waits for 100-continue gets the 413 without sending the body
+  const e = await new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: srv.port, method: 'POST', path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json', 'content-length': 5 << 20, expect: '100-continue' } });
+    let continued = false;
+    req.on('continue', () => { continued = true; });
+    req.on('response', (res) => { res.resume(); res.on('end', () => { resolve({ continued, status: res.statusCode }); req.destroy(); }); });
+    req.on('error', reject);
+    req.flushHeaders();
+  });
+  assert.equal(e.status, 413);
+  assert.equal(e.continued, false);
 });
 
 test('Expect: 100-continue is answered', async () => {
@@ -116,6 +128,17 @@ test('API key: 401 when missing or wrong (constant-time compare), 200 when right
   // with a key, a remote Host is fine (the key is the protection)
   const rh = await raw(keyed.port, { path: '/v1/models', headers: { host: 'example.com' } });
   assert.equal(rh.status, 200);
+});
+
+test('--api-key-file reads the key from a file', async () => {
+  const fs = await import('node:fs');
+  const f = (await import('node:path')).join((await import('./helpers.mjs')).TMP, 'api-key.txt');
+  fs.writeFileSync(f, 'file-key-123\n');
+  const s = await startServer(['--api-key-file', f]);
+  try {
+    assert.equal((await post(s.url + '/tokenize', { content: 'x' })).status, 401);
+    assert.equal((await post(s.url + '/tokenize', { content: 'x' }, { authorization: 'Bearer file-key-123' })).status, 200);
+  } finally { await s.stop(); }
 });
 
 test('without a key, a Host or Origin that is not local is refused; local origins get CORS', async () => {
