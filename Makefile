@@ -14,7 +14,7 @@ OBJ_MAIN := $(BUILD)/obj/src/main.o
 TEST_SRC := $(shell find tests/unit -name '*.c' | sort)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test test-unit test-golden e2e help clean deps
+.PHONY: all test test-unit test-golden e2e help clean deps fuzz
 
 all: $(BUILD)/1bit
 ifeq ($(CUDA),1)
@@ -56,6 +56,29 @@ e2e: $(BUILD)/1bit
 test-unit: $(BUILD)/test_unit
 	./$(BUILD)/test_unit $(SUITES)
 
+# Fuzzing (clang + libFuzzer): `make fuzz` builds every harness tests/fuzz/NAME.c into
+# $(BUILD)/fuzz/NAME against the modules in FUZZ_LIB_SRC, instrumented (fuzzer-no-link) with ASan
+# and UBSan (extend FUZZ_LIB_SRC for a harness that needs more). Each harness's header says how
+# to run it.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -g -O1 -std=c17 -D_GNU_SOURCE -Isrc -Iinclude -pthread -fno-sanitize-recover=undefined
+FUZZ_BIN   := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/*.c))
+FUZZ_LIB_SRC := $(filter src/engine/grammar% src/text/% src/format/%,$(SRC_LIB))
+FUZZ_OBJ   := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+
+fuzz: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+
+$(BUILD)/fuzz/lib1bit.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzz/lib1bit.a
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
 deps:
 	./scripts/deps.sh
 
@@ -68,6 +91,7 @@ help:
 	@echo "make test       build and run every test (prints 'N passed, N failed')"
 	@echo "make test-unit SUITES='gguf quant'   run some suites"
 	@echo "make e2e        end-to-end tests of 1bit serve (node --test, official openai client)"
+	@echo "make fuzz       libFuzzer harnesses of tests/fuzz into $(BUILD)/fuzz/ (clang)"
 	@echo "make deps       install build dependencies from Debian (no-op when present)"
 	@echo "make clean      remove $(BUILD)/"
 

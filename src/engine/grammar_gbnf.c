@@ -296,7 +296,7 @@ static int cmp_range(const void *a, const void *b) {
 /* Normalizes ranges[0..n) in place (sort, merge, negate, drop surrogates) into out (capacity
  * 2n + 2). Returns the count. */
 static int32_t normalize_ranges(ob_grange *in, int32_t n, int negate, ob_grange *out) {
-    qsort(in, (size_t)n, sizeof *in, cmp_range);
+    if (n > 1) qsort(in, (size_t)n, sizeof *in, cmp_range);
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
         if (m && in[i].lo <= out[m - 1].hi + 1) {
@@ -731,6 +731,15 @@ static int analyze(ob_grammar_t *g, char *err, size_t errlen) {
                 int32_t t = e->type == GE_REF ? e->arg : e->type == GE_REP ? g->reps[e->arg].rule : -1;
                 if (t >= 0 && !reach[t]) { reach[t] = 1; stack[sp++] = t; }
             }
+    }
+    /* Repetitions of a body that can match nothing: X{m,n} means the same as X{0,n} (empty
+     * iterations fill any minimum), and X? or X{1} is just X. Fewer counted frames to expand. */
+    for (int32_t q = 0; q < g->n_elems; q++) {
+        ob_gelem *e = &g->elems[q];
+        if (e->type != GE_REP) continue;
+        ob_grep *rp = &g->reps[e->arg];
+        if (nullable[rp->rule]) rp->min = 0;
+        if (rp->max == 1 && (rp->min == 1 || nullable[rp->rule])) *e = (ob_gelem){GE_REF, rp->rule};
     }
     for (int32_t r = 0; r < n; r++)
         if (reach[r] && !productive[r]) {

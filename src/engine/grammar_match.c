@@ -41,7 +41,9 @@ typedef struct { uint32_t off, n, hash; int32_t mask; uint8_t accept, tokens; } 
 #define HARD_SETS (1 << 15)
 #define SOFT_ITEMS (1 << 20)
 #define HARD_ITEMS (1 << 23)
-#define MAX_WORK (1 << 20)       /* frames expanded in one transition */
+#define MAX_WORK (1 << 18)       /* frames expanded in one transition */
+#define CALL_WORK (1 << 20)      /* frames expanded in one filter or accept call (the test suite
+                                  * peaks at ~3k, a 150k vocabulary included) */
 #define MAX_SET 8192             /* stacks in one state */
 
 /* rows[] entries: 0 unknown, 1 dead, else target state + 2 */
@@ -75,6 +77,7 @@ struct ob_grammar_state {
     int32_t start, cur;
     int failed, eog, abort;
     uint32_t steps;
+    uint32_t call_steps;                /* run_work steps since the filter/accept call began */
 };
 
 /* ---- nodes --------------------------------------------------------------------------------- */
@@ -274,7 +277,7 @@ static void run_work(ob_grammar_state_t *st) {
     const ob_grammar_t *g = st->g;
     while (st->n_work && !st->abort) {
         int32_t x = st->work[--st->n_work];
-        if (++st->steps > MAX_WORK) { st->abort = 1; break; }
+        if (++st->steps > MAX_WORK || ++st->call_steps > CALL_WORK) { st->abort = 1; break; }
         if (x == 0) { push_out(st, 0); continue; }
         gnode *nd = &st->nodes[x];
         if (nd->mark == st->gen) continue;
@@ -539,6 +542,7 @@ static void maybe_flush(ob_grammar_state_t *st) {
 void ob_grammar_state_reset(ob_grammar_state_t *st) {
     if (!st) return;
     st->failed = st->eog = 0;
+    st->call_steps = 0;
     if (st->start < 0) {
         maybe_flush(st);
         st->start = start_state(st);
@@ -557,10 +561,11 @@ static int32_t walk(ob_grammar_state_t *st, int32_t s, const unsigned char *p, s
 
 int ob_grammar_state_accept_bytes(ob_grammar_state_t *st, const char *bytes, size_t n) {
     if (!st || st->failed || st->eog || (!bytes && n)) return -1;
+    st->call_steps = 0;
     maybe_flush(st);
     if (st->failed) return -1;
     int32_t s = walk(st, st->cur, (const unsigned char *)bytes, n);
-    if (s < 0 && st->abort && flush(st) == 0) s = walk(st, st->cur, (const unsigned char *)bytes, n);
+    if (s < 0 && st->abort && flush(st) == 0) { st->call_steps = 0; s = walk(st, st->cur, (const unsigned char *)bytes, n); }
     if (s < 0) return -1;
     st->cur = s;
     return 0;
@@ -603,6 +608,7 @@ void ob_grammar_state_accept(void *state, int32_t token) {
     if (!st || st->failed || st->eog) return;
     const ob_grammar_vocab_t *v = st->v;
     if (!v || token < 0 || token >= v->n_vocab) { st->failed = 1; return; }
+    st->call_steps = 0;
     maybe_flush(st);
     if (st->failed) return;
     int32_t s = st->cur;
@@ -612,7 +618,10 @@ void ob_grammar_state_accept(void *state, int32_t token) {
         return;
     }
     int32_t t = accept_token(st, s, token);
-    if (t < 0 && st->abort && flush(st) == 0) t = accept_token(st, s = st->cur, token);   /* a limit, not a mismatch */
+    if (t < 0 && st->abort && flush(st) == 0) {   /* a limit, not a mismatch: once more from empty caches */
+        st->call_steps = 0;
+        t = accept_token(st, s = st->cur, token);
+    }
     if (t < 0) {
         if (v->kind[token] == OB_GTOK_EOG) { st->eog = 1; if (!st->sets[s].accept) st->failed = 1; }
         else st->failed = 1;
@@ -719,6 +728,7 @@ static int get_mask(ob_grammar_state_t *st) {
          * (a subset of the allowed tokens), but do not cache a cut-short mask. */
         if (flush(st)) return -1;
         s = st->cur;
+        st->call_steps = 0;
         cnt = build_mask(st, s, m);
         if (st->abort) { st->mask_owner[slot] = -1; st->mask_any[slot] = cnt > 0; return slot; }
     }
@@ -741,6 +751,7 @@ void ob_grammar_state_filter(void *state, float *logits, int32_t n_vocab) {
     const ob_grammar_vocab_t *v = st->v;
     if (!st->failed && !st->eog) maybe_flush(st);
     if (st->failed || st->eog) { only_eog(v, logits, n_vocab); return; }
+    st->call_steps = 0;
     int slot = get_mask(st);
     if (slot < 0 || !st->mask_any[slot]) { only_eog(v, logits, n_vocab); return; }
     const uint64_t *m = st->masks + (size_t)slot * st->words;

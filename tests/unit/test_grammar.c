@@ -798,6 +798,58 @@ static void test_tokens_and_api(const ob_tokenizer_t *tok) {
     free(l);
 }
 
+/* ---- long outputs: the caches are flushed and rebuilt past their soft limits ------------------------ */
+
+static void test_long_output(const ob_tokenizer_t *tok) {
+    char err[256];
+    /* every count of the repetition is its own state: 6000 tokens pass the state cache's
+     * soft limit (2048) several times */
+    ob_grammar_t *g = ob_grammar_parse_gbnf("root ::= \"[\" ([a-z] | \" \"){0,100000} \"]\"", err, sizeof err);
+    CHECK(g != NULL);
+    ob_grammar_state_t *st = g ? ob_grammar_state_new(g, tok) : NULL;
+    CHECK(st != NULL);
+    if (!st) { ob_grammar_free(g); return; }
+    int32_t V = ob_tokenizer_n_vocab(tok);
+    float *l = malloc((size_t)V * sizeof *l);
+    int32_t open = -1, close = -1;
+    char b[64];
+    for (int32_t t = 0; t < V; t++) {
+        int n = ob_tokenizer_token_bytes(tok, t, b, sizeof b);
+        if (n == 1 && b[0] == '[') open = t;
+        if (n == 1 && b[0] == ']') close = t;
+    }
+    CHECK(open >= 0 && close >= 0);
+    ob_grammar_state_accept(st, open);
+    int bad = 0, len = 0;
+    rng_s = 5;
+    for (int step = 0; step < 6000 && !bad; step++) {
+        for (int32_t t = 0; t < V; t++) l[t] = 0;
+        ob_grammar_state_filter(st, l, V);
+        int32_t pick = -1, n_ok = 0;
+        for (int32_t t = 0; t < V; t++) {
+            if (l[t] != 0 || t == close || ob_tokenizer_is_eog(tok, t)) continue;
+            int n = ob_tokenizer_token_bytes(tok, t, b, sizeof b);
+            int letters = n > 0;
+            for (int i = 0; i < n && i < (int)sizeof b; i++) letters &= (b[i] >= 'a' && b[i] <= 'z') || b[i] == ' ';
+            if (!letters) { bad = 1; fprintf(stderr, "  long output: token %d allowed at step %d\n", t, step); break; }
+            if (rnd() % (uint64_t)++n_ok == 0) pick = t;
+        }
+        if (pick < 0) { bad = 1; break; }
+        len += ob_tokenizer_token_bytes(tok, pick, b, sizeof b);
+        ob_grammar_state_accept(st, pick);
+        if (ob_grammar_state_failed(st)) bad = 1;
+    }
+    CHECK(!bad);
+    CHECK(len >= 6000);
+    ob_grammar_state_accept(st, close);
+    CHECK(ob_grammar_state_complete(st) && ob_grammar_state_done(st));
+    ob_grammar_state_reset(st);
+    CHECK(!ob_grammar_state_complete(st) && ob_grammar_state_accept_bytes(st, "[ab]", 4) == 0 && ob_grammar_state_complete(st));
+    free(l);
+    ob_grammar_state_free(st);
+    ob_grammar_free(g);
+}
+
 /* ---- speed on a 150k vocabulary ---------------------------------------------------------------------- */
 
 static void test_speed(void) {
@@ -902,6 +954,7 @@ OB_SUITE(grammar) {
         test_mask_consistency(tok, voc, SAMPLE_SCHEMAS[0], 4);
         ob_grammar_vocab_free(voc);
         test_tokens_and_api(tok);
+        test_long_output(tok);
         test_sampling(tok, "qwen3 golden", 24, &n_done);
         ob_model_free(m);
     }
