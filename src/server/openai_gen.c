@@ -105,10 +105,9 @@ static int parse_stop(json_t *v, ob_gen_req *q, const char *key, char *err, size
 }
 
 int ob_gen_parse_common(ob_server *S, json_t *b, ob_gen_req *q, char *err, size_t errlen) {
-    q->sp = ob_sampler_default_params();
-    q->sp.seed = (uint64_t)ob_time_us() ^ 0x9E3779B97F4A7C15ULL;
+    q->sp = S->cfg.sp; /* llama-server's defaults, or the server's sampling flags */
+    q->sp.seed = S->cfg.seed >= 0 ? (uint64_t)S->cfg.seed : (uint64_t)ob_time_us() ^ 0x9E3779B97F4A7C15ULL;
     q->n = 1;
-    q->max_tokens = -1;
     json_t *model = json_object_get(b, "model");
     if (model && !json_is_null(model) && !json_is_string(model)) return ERR("'model' must be a string");
     q->model = strdup(json_is_string(model) ? json_string_value(model) : S->model_id);
@@ -119,7 +118,7 @@ int ob_gen_parse_common(ob_server *S, json_t *b, ob_gen_req *q, char *err, size_
         if (!json_is_object(so)) return ERR("'stream_options' must be an object");
         if (ob_json_bool(so, "include_usage", &q->include_usage, err, errlen)) return ERR("'stream_options.include_usage' must be a boolean");
     }
-    long long v = -1;
+    long long v = S->cfg.n_predict;
     const char *max_keys[] = {"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict"};
     for (size_t k = 0; k < 4; k++) {
         long long m = -2;
@@ -627,7 +626,13 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
             etype = "server_error";
             goto fail;
         }
-    if (all_done(g)) {
+    if (!all_done(g)) { /* shutdown (a gone client reads nothing) */
+        snprintf(err, sizeof err, "the server is shutting down");
+        status = 503;
+        etype = "unavailable_error";
+        goto fail;
+    }
+    {
         count_metrics(g);
         json_t *j = fmt->full(g);
         char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));

@@ -160,10 +160,10 @@ static json_t *token_text(ob_server *S, int32_t id) {
 void ob_h_props(void *app, ob_http_req *r) {
     ob_server *S = app;
     if (atomic_load(&S->state) != OB_SERVER_READY) { ob_h_health(app, r); return; }
-    ob_sampler_params sp = ob_sampler_default_params();
+    const ob_sampler_params sp = S->cfg.sp;
     json_t *j = json_pack("{s:{s:i, s:{s:f, s:i, s:f, s:f, s:i}}, s:i, s:s, s:s, s:s?, s:o, s:o, s:s, s:{s:b, s:b}, s:b, s:b}",
         "default_generation_settings", "n_ctx", ob_sched_n_ctx(S->sched), "params", "temperature", sp.temp, "top_k", sp.top_k,
-        "top_p", sp.top_p, "min_p", sp.min_p, "n_predict", -1,
+        "top_p", sp.top_p, "min_p", sp.min_p, "n_predict", S->cfg.n_predict,
         "total_slots", ob_sched_n_slots(S->sched), "model_path", S->model_path, "model_alias", S->model_id,
         "chat_template", S->chat_template, "bos_token", token_text(S, ob_tokenizer_bos(S->tok)),
         "eos_token", token_text(S, ob_tokenizer_eos(S->tok)), "build_info", "1bit " OB_VERSION_STRING,

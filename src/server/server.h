@@ -22,6 +22,10 @@ typedef struct {
     int jinja, metrics, embeddings, reranking;
     int max_body_mb;
     const char *hf_cache;        /* download folder for -hf (NULL: $XDG_CACHE_HOME/1bit) */
+    /* request defaults (llama-server's sampling flags); a request's own fields win */
+    ob_sampler_params sp;
+    int n_predict;               /* default max tokens; -1: until the context is full */
+    int seed;                    /* -1: a fresh seed per request */
 } ob_serve_config;
 
 enum { OB_SERVER_LOADING = 0, OB_SERVER_READY = 1, OB_SERVER_FAILED = -1 };

@@ -26,7 +26,7 @@
 #define OB_GIT_COMMIT "unknown"
 #endif
 
-enum { F_STR, F_INT, F_BOOL, F_NOOP, F_NOOP_VAL, F_NGL };
+enum { F_STR, F_INT, F_BOOL, F_NOOP, F_NOOP_VAL, F_NGL, F_FLOAT };
 
 #define OFF(field) offsetof(ob_serve_config, field)
 static const struct flag {
@@ -59,11 +59,23 @@ static const struct flag {
     {NULL, "--reranking", F_BOOL, OFF(reranking), 0, 0, NULL, "accepted; /v1/rerank answers 501 (no ranking head in this build)"},
     {"-to", "--timeout", F_INT, OFF(timeout_s), 1, 86400, "S", "idle connection timeout in seconds (default 600)"},
     {NULL, "--body-limit", F_INT, OFF(max_body_mb), 1, 4096, "MB", "largest request body (default 16); larger ones get 413"},
+    {"-n", "--n-predict", F_INT, OFF(n_predict), -1, 1 << 30, "N", "default max tokens of a request (default -1: until the context is full)"},
+    {NULL, "--temp", F_FLOAT, OFF(sp.temp), 0, 100, "T", "default temperature (0.8; 0: greedy)"},
+    {NULL, "--top-k", F_INT, OFF(sp.top_k), 0, 1 << 30, "K", "default top-k (40; 0: off)"},
+    {NULL, "--top-p", F_FLOAT, OFF(sp.top_p), 0, 1, "P", "default top-p (0.95; 1: off)"},
+    {NULL, "--min-p", F_FLOAT, OFF(sp.min_p), 0, 1, "P", "default min-p (0.05; 0: off)"},
+    {NULL, "--repeat-penalty", F_FLOAT, OFF(sp.repeat_penalty), 0, 10, "R", "default repeat penalty (1: off)"},
+    {NULL, "--presence-penalty", F_FLOAT, OFF(sp.presence_penalty), -2, 2, "P", "default presence penalty (0: off)"},
+    {NULL, "--frequency-penalty", F_FLOAT, OFF(sp.frequency_penalty), -2, 2, "P", "default frequency penalty (0: off)"},
+    {"-s", "--seed", F_INT, OFF(seed), -1, 2147483647, "S", "default seed (-1: a fresh one per request)"},
     {"-fa", "--flash-attn", F_NOOP_VAL, 0, 0, 0, "on|off|auto", "accepted for compatibility (no effect)"},
     {NULL, "--reasoning-format", F_NOOP_VAL, 0, 0, 0, "FMT", "accepted for compatibility: <think> text is always returned as reasoning_content"},
     {NULL, "--no-webui", F_NOOP, 0, 0, 0, NULL, "accepted for compatibility (there is no web UI)"},
     {NULL, "--no-mmap", F_NOOP, 0, 0, 0, NULL, "accepted for compatibility (no effect)"},
     {"-cb", "--cont-batching", F_NOOP, 0, 0, 0, NULL, "accepted: batching is always continuous"},
+    {NULL, "--keep", F_NOOP_VAL, 0, 0, 0, "N", "accepted for compatibility (no effect: a prompt longer than the context is refused)"},
+    {NULL, "--no-warmup", F_NOOP, 0, 0, 0, NULL, "accepted for compatibility (there is no warm-up)"},
+    {NULL, "--mlock", F_NOOP, 0, 0, 0, NULL, "accepted for compatibility (no effect)"},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -91,7 +103,7 @@ static int parse_flags(int argc, char **argv, ob_serve_config *cfg) {
         for (size_t k = 0; k < N_FLAGS && !f; k++)
             if ((flags[k].s && !strcmp(name, flags[k].s)) || (flags[k].l && !strcmp(name, flags[k].l))) f = &flags[k];
         if (!f) { fprintf(stderr, "serve: unknown option '%s' (see 1bit serve --help)\n", a); return -1; }
-        int needs = f->type == F_STR || f->type == F_INT || f->type == F_NOOP_VAL || f->type == F_NGL;
+        int needs = f->type != F_BOOL && f->type != F_NOOP;
         if (needs) {
             if (eq) val = eq + 1;
             else if (i + 1 < argc) val = argv[++i];
@@ -115,6 +127,14 @@ static int parse_flags(int argc, char **argv, ob_serve_config *cfg) {
                 return -1;
             }
             *(int *)base = (int)v;
+        } else if (f->type == F_FLOAT) {
+            char *end;
+            double v = strtod(val, &end);
+            if (*end || end == val || !(v >= f->lo && v <= f->hi)) {
+                fprintf(stderr, "serve: option '%s': '%s' is not a number in %d..%d\n", name, val, f->lo, f->hi);
+                return -1;
+            }
+            *(float *)base = (float)v;
         } else if (f->type == F_BOOL) {
             *(int *)base = 1;
         }
@@ -191,7 +211,11 @@ int ob_cmd_serve(int argc, char **argv) {
     c->n_batch = 512;
     c->max_body_mb = 16;
     c->timeout_s = 600;
+    c->sp = ob_sampler_default_params();
+    c->n_predict = -1;
+    c->seed = -1;
     if (parse_flags(argc, argv, c)) return 2;
+    if (c->n_predict == 0) { fprintf(stderr, "serve: option '--n-predict' must be -1 or at least 1\n"); return 2; }
     if (!c->model && !c->hf_repo) { fprintf(stderr, "serve: no model given (-m FILE.gguf or -hf REPO[:QUANT])\n"); return 2; }
     if (c->model && c->hf_repo) { fprintf(stderr, "serve: give -m or -hf, not both\n"); return 2; }
     char *key = NULL;

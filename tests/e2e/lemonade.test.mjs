@@ -98,6 +98,12 @@ test('an unknown flag or a bad value is an error naming it', async () => {
   r = await runServe(['-m', 'x.gguf', '--ctx-size']);
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /--ctx-size/);
+  r = await runServe(['-m', 'x.gguf', '--temp', 'warm']);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /--temp/);
+  r = await runServe(['-m', 'x.gguf', '--mmproj', 'v.gguf']);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /--mmproj/);
   r = await runServe([]);
   assert.notEqual(r.code, 0);
 });
@@ -105,7 +111,8 @@ test('an unknown flag or a bad value is an error naming it', async () => {
 test('llama-server flags are accepted: -ngl, -ub, -t, -b, --alias, --jinja, -np', async () => {
   const port = await freePort();
   const p = spawn(BIN, ['serve', '-m', ensureModel(), '--port', String(port), '-ngl', '99', '-ub', '256', '-t', '2', '-b', '256',
-    '--alias', 'tiny', '--jinja', '-np', '2', '--timeout', '30'], { stdio: 'ignore' });
+    '--alias', 'tiny', '--jinja', '-np', '2', '--timeout', '30', '--temp', '0', '-n', '5', '--top-k', '20', '--keep', '16',
+    '--no-webui', '-fa', 'on', '--flash-attn=auto'], { stdio: 'ignore' });
   try {
     let ok = false;
     for (let i = 0; i < 100 && !ok; i++) {
@@ -115,6 +122,16 @@ test('llama-server flags are accepted: -ngl, -ub, -t, -b, --alias, --jinja, -np'
     assert.ok(ok);
     const models = await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json();
     assert.equal(models.data[0].id, 'tiny');
+    // --temp 0 and -n 5 are the request defaults; a request's own fields win
+    const ask = async (extra) => (await fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST',
+      body: JSON.stringify({ prompt: 'hello', ...extra }) })).json();
+    const [a, b, c] = [await ask({}), await ask({}), await ask({ max_tokens: 2 })];
+    assert.equal(a.usage.completion_tokens, 5);
+    assert.equal(a.choices[0].text, b.choices[0].text);
+    assert.equal(c.usage.completion_tokens, 2);
+    const props = await (await fetch(`http://127.0.0.1:${port}/props`)).json();
+    assert.equal(props.default_generation_settings.params.top_k, 20);
+    assert.equal(props.default_generation_settings.params.n_predict, 5);
   } finally {
     p.kill('SIGTERM');
   }
