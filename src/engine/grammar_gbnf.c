@@ -177,31 +177,34 @@ static void line_col(const char *s, size_t pos, int *line, int *col) {
     *col = c;
 }
 
-static int fail_at(gparser *p, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_at(gparser *p, size_t pos, const char *fmt, ...) {
+/* Records the first error: "grammar: [line L column C: ]message" (pos SIZE_MAX: no position). */
+static int vfail(gparser *p, size_t pos, const char *fmt, va_list ap) {
     if (p->failed) return -1;
     p->failed = 1;
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
+    char msg[300];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    if (pos == SIZE_MAX) { snprintf(p->err, p->errlen, "grammar: %s", msg); return -1; }
     int line, col;
     line_col(p->s, pos, &line, &col);
     snprintf(p->err, p->errlen, "grammar: line %d column %d: %s", line, col, msg);
     return -1;
 }
 
-static int fail(gparser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(gparser *p, const char *fmt, ...) {
-    if (p->failed) return -1;
-    p->failed = 1;
-    char msg[300];
+static int fail_at(gparser *p, size_t pos, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_at(gparser *p, size_t pos, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vfail(p, pos, fmt, ap);
     va_end(ap);
-    snprintf(p->err, p->errlen, "grammar: %s", msg);
+    return -1;
+}
+
+static int fail(gparser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(gparser *p, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(p, SIZE_MAX, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -293,32 +296,36 @@ static int cmp_range(const void *a, const void *b) {
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Normalizes ranges[0..n) in place (sort, merge, negate, drop surrogates) into out (capacity
- * 2n + 2). Returns the count. */
-static int32_t normalize_ranges(ob_grange *in, int32_t n, int negate, ob_grange *out) {
-    if (n > 1) qsort(in, (size_t)n, sizeof *in, cmp_range);
+int32_t ob_granges_merge(ob_grange *r, int32_t n) {
+    if (n > 1) qsort(r, (size_t)n, sizeof *r, cmp_range);
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (m && in[i].lo <= out[m - 1].hi + 1) {
-            if (in[i].hi > out[m - 1].hi) out[m - 1].hi = in[i].hi;
-        } else out[m++] = in[i];
+        if (m && r[i].lo <= r[m - 1].hi + 1) { if (r[i].hi > r[m - 1].hi) r[m - 1].hi = r[i].hi; }
+        else r[m++] = r[i];
     }
-    if (negate) {
-        int32_t k = 0;
-        uint32_t next = 0;
-        /* complement in place is awkward: build it after the merged list (out has room) */
-        ob_grange *neg = out + m;
-        for (int32_t i = 0; i < m; i++) {
-            if (out[i].lo > next) neg[k++] = (ob_grange){next, out[i].lo - 1};
-            next = out[i].hi + 1;
-        }
-        if (next <= OB_CP_MAX) neg[k++] = (ob_grange){next, OB_CP_MAX};
-        memmove(out, neg, (size_t)k * sizeof *out);
-        m = k;
-    }
-    /* Remove D800-DFFF: a range may split in two, so walk from the end. */
+    return m;
+}
+
+int32_t ob_granges_complement(const ob_grange *in, int32_t n, ob_grange *out) {
     int32_t k = 0;
-    ob_grange *res = out + m;   /* scratch behind (room: m + 1) */
+    uint32_t next = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (in[i].lo > next) out[k++] = (ob_grange){next, in[i].lo - 1};
+        next = in[i].hi + 1;
+    }
+    if (next <= OB_CP_MAX) out[k++] = (ob_grange){next, OB_CP_MAX};
+    return k;
+}
+
+/* Normalizes ranges[0..n) (sort, merge, negate, drop surrogates) into out (capacity 2n + 4).
+ * Returns the count. */
+static int32_t normalize_ranges(ob_grange *in, int32_t n, int negate, ob_grange *out) {
+    int32_t m = ob_granges_merge(in, n);
+    if (negate) m = ob_granges_complement(in, m, out);
+    else memcpy(out, in, (size_t)m * sizeof *out);
+    /* Remove D800-DFFF (a range may split in two): from out into the scratch behind it. */
+    int32_t k = 0;
+    ob_grange *res = out + m;
     for (int32_t i = 0; i < m; i++) {
         ob_grange r = out[i];
         if (r.hi < 0xD800 || r.lo > 0xDFFF) { res[k++] = r; continue; }

@@ -94,6 +94,11 @@ ob_grammar_t *ob_grammar_ref(const ob_grammar_t *g);
  * start of the grammar alone exceeds the matcher's per-step limits. */
 int ob_grammar_check_start(const ob_grammar_t *g, char *err, size_t errlen);
 
+/* Code point range lists: sort and merge in place (returns the count); the complement over
+ * U+0000..U+10FFFF into out (capacity n + 1). */
+int32_t ob_granges_merge(ob_grange *r, int32_t n);
+int32_t ob_granges_complement(const ob_grange *in, int32_t n, ob_grange *out);
+
 /* Growable byte buffer used by the text generators. */
 typedef struct { char *p; size_t n, cap; int oom; } ob_gbuf;
 void ob_gbuf_put(ob_gbuf *b, const char *s, size_t n);

@@ -50,33 +50,15 @@ static int cs_add(cset *c, uint32_t lo, uint32_t hi) {
     return 0;
 }
 
-static int cmp_r(const void *a, const void *b) {
-    const ob_grange *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-static void cs_norm(cset *c) {
-    if (!c->n) return;
-    qsort(c->r, (size_t)c->n, sizeof *c->r, cmp_r);
-    int m = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (m && c->r[i].lo <= c->r[m - 1].hi + 1) { if (c->r[i].hi > c->r[m - 1].hi) c->r[m - 1].hi = c->r[i].hi; }
-        else c->r[m++] = c->r[i];
-    }
-    c->n = m;
-}
+static void cs_norm(cset *c) { c->n = ob_granges_merge(c->r, c->n); }
 
 static int cs_negate(cset *c) {
     cs_norm(c);
-    cset o = {0};
-    uint32_t next = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (c->r[i].lo > next && cs_add(&o, next, c->r[i].lo - 1)) return -1;
-        next = c->r[i].hi + 1;
-    }
-    if (next <= OB_CP_MAX && cs_add(&o, next, OB_CP_MAX)) return -1;
+    ob_grange *o = malloc(((size_t)c->n + 1) * sizeof *o);
+    if (!o) return -1;
+    int n = ob_granges_complement(c->r, c->n, o);
     free(c->r);
-    *c = o;
+    *c = (cset){o, n, c->n + 1};
     return 0;
 }
 
