@@ -6,6 +6,7 @@
  * Does not own: the ops themselves (backend), weights (model.c), sampling (sampler.c).
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,7 +245,21 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     observe(c, "l_out", il, c->x, n, d);
 }
 
+/* Decodes of different contexts may come from different threads (the server's scheduler and
+ * its embeddings), but a backend runs one op at a time (the CPU backend's thread pool is not
+ * reentrant): they take turns here. Uncontended, this costs one lock per forward pass. */
+static pthread_mutex_t decode_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen);
+
 int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
+    pthread_mutex_lock(&decode_mu);
+    int rc = decode_locked(c, b, err, errlen);
+    pthread_mutex_unlock(&decode_mu);
+    return rc;
+}
+
+static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
     ob_model_t *m = c->m;
     ob_backend *be = c->be;
     const ob_hparams *hp = &m->hp;
