@@ -85,6 +85,18 @@ test('/v1/embeddings: one unit vector per input, deterministic; 501 without --em
   assert.match(no.json.error.message, /--embeddings/);
 });
 
+test('embeddings while generating: both exact (decodes take turns on the backend)', async () => {
+  const alone = (await srv.client.embeddings.create({ model: 'x', input: 'hello world', encoding_format: 'float' })).data[0].embedding;
+  const gen = () => srv.client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 200, temperature: 0 });
+  const solo = (await gen()).choices[0].text;
+  const work = [gen(), gen()];
+  for (let i = 0; i < 6; i++) {
+    const e = (await srv.client.embeddings.create({ model: 'x', input: 'hello world', encoding_format: 'float' })).data[0].embedding;
+    assert.deepEqual(e, alone);
+  }
+  for (const r of await Promise.all(work)) assert.equal(r.choices[0].text, solo);
+});
+
 test('/v1/completions: text, stream, echo, logprobs, stop, usage and timings', async () => {
   const c = srv.client;
   const r = await c.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 10, temperature: 0 });
