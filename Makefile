@@ -6,6 +6,12 @@ CFLAGS  += -std=c17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-forma
 LDLIBS  += -lmicrohttpd -lcurl -ljansson -lpcre2-8 -lm -pthread
 LDLIBS  += -lutf8proc -licuuc
 BUILD   ?= build
+# LEAN=0 builds without the lean4 weight type (docs/lean.md): such a build refuses lean4 files
+# with a message that names the missing feature.
+LEAN    ?= 1
+ifeq ($(LEAN),0)
+CFLAGS  += -DOB_NO_LEAN
+endif
 
 SRC_ALL  := $(shell find src -name '*.c' | sort)
 SRC_LIB  := $(filter-out src/main.c,$(SRC_ALL))
@@ -90,6 +96,7 @@ help:
 	@echo "make CUDA=1     also the CUDA backend (not in this tree yet: fails with a message)"
 	@echo "make test       build and run every test (prints 'N passed, N failed')"
 	@echo "make test-unit SUITES='gguf quant'   run some suites"
+	@echo "make LEAN=0     build without the lean4 weight type (BUILD=build-nolean keeps it apart)"
 	@echo "make e2e        end-to-end tests of 1bit serve (node --test, official openai client)"
 	@echo "make fuzz       libFuzzer harnesses of tests/fuzz into $(BUILD)/fuzz/ (clang)"
 	@echo "make deps       install build dependencies from Debian (no-op when present)"

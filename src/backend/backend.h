@@ -20,6 +20,8 @@ typedef struct {
     int64_t n_in;       /* elements per row (GGUF ne[0]) */
     int64_t n_out;      /* rows (GGUF ne[1]) */
     size_t row_bytes;
+    float scale;        /* per-tensor multiplier of every dequantized row: i2_s's stored scale
+                         * (format/quant_tensor.h), 1 for every other type */
 } ob_weight;
 
 typedef enum { OB_ACT_SILU, OB_ACT_RELU2 } ob_act;
@@ -73,7 +75,8 @@ struct ob_backend {
     /* Nonzero if matmul/get_rows handle this weight type. */
     int (*supports)(ob_backend *b, int type);
 
-    /* y[n][w->n_out] = x[n][w->n_in] . W^T */
+    /* y[n][w->n_out] = x[n][w->n_in] . W^T. lean4 weights hold rotated rows: the backend
+     * rotates x the same way (ob_lean_rotate) before the dot products. */
     void (*matmul)(ob_backend *b, const ob_weight *w, const float *x, float *y, int n);
     /* y[i] = row ids[i] of w, as float: embedding lookup. */
     void (*get_rows)(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y);

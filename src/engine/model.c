@@ -12,6 +12,7 @@
 
 #include "engine/model.h"
 #include "format/quant.h"
+#include "format/quant_tensor.h"
 #include "text/tokenizer.h"
 
 #include "util/err.h"
@@ -93,12 +94,16 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     if (!m->be->supports(m->be, t->type))
         return ERR("model: tensor '%s' has type %s, which the %s backend of this build cannot compute", t->name,
                    ob_type_name(t->type), m->be->name);
+    char why[256];
+    if (ob_tensor_validate(t->type, t->data, n_in, n_out, why, sizeof why))
+        return ERR("model: tensor '%s': %s", t->name, why);
     w->data = m->be->upload(m->be, t->data, t->size);
     if (!w->data) return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, t->size, m->be->name);
     w->type = t->type;
     w->n_in = n_in;
     w->n_out = n_out;
     w->row_bytes = ob_type_row_size(t->type, n_in);
+    w->scale = ob_tensor_scale(t->type, t->data, n_in, n_out); /* read on the host: the tail is in the file */
     return 0;
 }
 
@@ -204,17 +209,48 @@ static int load_tensors(ob_model_t *m, char *err, size_t errlen) {
 
 /* The most common type among 2-D weights: what `bench` and `registry` report as the model's type. */
 static int dominant_type(const ob_gguf_t *g) {
-    uint64_t bytes[OB_TYPE_COUNT] = {0};
+    /* slots: GGML's ids, then 1bit's own (OB_TYPE_EXT_FIRST..) */
+    enum { N_GGML = OB_TYPE_COUNT, N_ALL = OB_TYPE_COUNT + OB_TYPE_EXT_END - OB_TYPE_EXT_FIRST };
+    uint64_t bytes[N_ALL] = {0};
     for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
         const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
-        if (t->n_dims == 2 && t->type >= 0 && t->type < OB_TYPE_COUNT && strcmp(t->name, "token_embd.weight") != 0 &&
-            strcmp(t->name, "output.weight") != 0)
-            bytes[t->type] += t->ne[0] * t->ne[1];
+        int slot = t->type >= 0 && t->type < N_GGML ? t->type
+                   : t->type >= OB_TYPE_EXT_FIRST && t->type < OB_TYPE_EXT_END ? N_GGML + t->type - OB_TYPE_EXT_FIRST : -1;
+        if (t->n_dims == 2 && slot >= 0 && strcmp(t->name, "token_embd.weight") != 0 && strcmp(t->name, "output.weight") != 0)
+            bytes[slot] += t->ne[0] * t->ne[1];
     }
     int best = OB_TYPE_F32;
-    for (int i = 0; i < OB_TYPE_COUNT; i++)
+    for (int i = 0; i < N_ALL; i++)
         if (bytes[i] > bytes[best]) best = i;
-    return best;
+    return best < N_GGML ? best : best - N_GGML + OB_TYPE_EXT_FIRST;
+}
+
+/* Optional features of this build that a file may require ("1bit.requires", docs/lean.md). */
+static const char *const build_features[] = {
+#ifndef OB_NO_LEAN
+    "lean4",
+#endif
+    NULL,
+};
+
+int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *err, size_t errlen) {
+    const ob_gguf_value *v = ob_gguf_get(g, OB_KEY_REQUIRES);
+    if (!v) return 0;
+    if (v->type != OB_GGUF_ARRAY || v->v.arr.elem_type != OB_GGUF_STRING)
+        return ERR("model: key '%s' must be an array of strings (features the file needs)", OB_KEY_REQUIRES);
+    for (uint64_t i = 0; i < v->v.arr.n; i++) {
+        const char *f = v->v.arr.items[i].v.str.ptr;
+        int ok = 0;
+        for (int k = 0; have && have[k]; k++) ok |= strcmp(have[k], f) == 0;
+        if (ok) continue;
+        if (strcmp(f, "lean4") == 0)
+            return ERR("model: this file needs lean4 support (%s = [\"lean4\"]), which this build of 1bit lacks: it was "
+                       "built with LEAN=0. Rebuild with plain `make` (LEAN=1), or convert the model to another type",
+                       OB_KEY_REQUIRES);
+        return ERR("model: this file needs the feature '%s' (%s), unknown to this version of 1bit: a newer 1bit wrote it",
+                   f, OB_KEY_REQUIRES);
+    }
+    return 0;
 }
 
 int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, char *err, size_t errlen) {
@@ -224,6 +260,7 @@ int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, 
     ob_model_t *m = calloc(1, sizeof *m);
     if (!m) return ERR("model: out of memory");
     if (ob_gguf_open(path, &m->gguf, err, errlen) != 0) goto fail;
+    if (ob_model_check_requires(m->gguf, build_features, err, errlen)) goto fail;
     const char *arch = NULL;
     if (ob_gguf_get_str(m->gguf, "general.architecture", &arch, err, errlen) < 0) goto fail;
     if (!arch) { ERR("model '%s': key 'general.architecture' is missing", path); goto fail; }

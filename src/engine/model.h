@@ -50,4 +50,11 @@ struct ob_model {
     char *name;
 };
 
+/* Key of a file's required build features: an array of strings, e.g. ["lean4"] (docs/lean.md). */
+#define OB_KEY_REQUIRES "1bit.requires"
+
+/* Refuses a file whose OB_KEY_REQUIRES names a feature missing from have (NULL-terminated):
+ * 0, or -1 with a message that says which feature and how to get it. */
+int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *err, size_t errlen);
+
 #endif

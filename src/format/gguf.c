@@ -377,9 +377,10 @@ static int rd_tensor_info(cur *c, int64_t i, const char *prev_name) {
     uint64_t size;
     if (!mul_ok((uint64_t)(t->ne[0] / tr->block_size), (uint64_t)tr->type_size, &size) ||
         !mul_ok(size, (uint64_t)t->ne[1], &size) || !mul_ok(size, (uint64_t)t->ne[2], &size) ||
-        !mul_ok(size, (uint64_t)t->ne[3], &size) || size > SIZE_MAX)
+        !mul_ok(size, (uint64_t)t->ne[3], &size) || size > SIZE_MAX / 2)
         return fail(c->err, c->errlen, "%s: size in bytes of a %s tensor of %" PRIu64 " elements overflows", where, tr->name, nel);
-    t->size = ob_type_row_size(t->type, t->ne[0]) * (size_t)t->ne[1] * (size_t)t->ne[2] * (size_t)t->ne[3];
+    /* rows plus the per-tensor tail of types that have one (i2_s: its scale) */
+    t->size = ob_type_tensor_size(t->type, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]);
     if (rd(c, &off, 8, where, "offset")) return -1;
     if (off % g->alignment != 0)
         return fail(c->err, c->errlen, "%s: offset %" PRIu64 " is not a multiple of the alignment %zu", where, off, g->alignment);
@@ -888,7 +889,7 @@ int64_t ob_gguf_writer_add_tensor(ob_gguf_writer_t *w, const char *name, int typ
     if (!mul_ok((uint64_t)(t.ne[0] / tr->block_size), (uint64_t)tr->type_size, &size) ||
         !mul_ok(size, nel / (uint64_t)t.ne[0], &size) || size > SIZE_MAX / 2)
         return fail(err, errlen, "tensor '%s': size in bytes overflows", name);
-    t.size = (size_t)size;
+    t.size = ob_type_tensor_size(type, t.ne[0], (int64_t)(nel / (uint64_t)t.ne[0])); /* with i2_s's tail */
     if (!(t.name = strdup(name)) || grow((void **)&w->t, &w->cap_t, w->n_t + 1, sizeof *w->t) ||
         htab_put(&w->t_index, t.name, nlen, w->n_t)) {
         free(t.name);

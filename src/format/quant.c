@@ -47,6 +47,13 @@ void ob_dequant_q6_K(const void *src, float *dst, int64_t n);
 void ob_quant_q6_K(const float *src, void *dst, int64_t n);
 void ob_dequant_iq4_xs(const void *src, float *dst, int64_t n);
 void ob_quant_iq4_xs(const float *src, void *dst, int64_t n);
+void ob_dequant_i2_s(const void *src, float *dst, int64_t n); /* quant_tensor.c */
+#ifndef OB_NO_LEAN
+void ob_dequant_lean4(const void *src, float *dst, int64_t n); /* quant_lean.c: rotated values */
+#define OB_LEAN4_TO_FLOAT ob_dequant_lean4
+#else
+#define OB_LEAN4_TO_FLOAT NULL /* still named, so a file needing it is refused by name (LEAN=0) */
+#endif
 
 /* Block geometry is GGML's; routines are filled in for the types this build computes. */
 static const ob_type_traits type_table[OB_TYPE_COUNT] = {
@@ -81,10 +88,21 @@ static const ob_type_traits type_table[OB_TYPE_COUNT] = {
     [OB_TYPE_BF16]    = {"bf16", 1, 2, ob_dequant_bf16, ob_quant_bf16},
     [OB_TYPE_TQ1_0]   = {"tq1_0", 256, 54, ob_dequant_tq1_0, ob_quant_tq1_0},
     [OB_TYPE_TQ2_0]   = {"tq2_0", 256, 66, ob_dequant_tq2_0, ob_quant_tq2_0},
+    /* GGML's fork says block 1, size 1 and special-cases the byte count (n/4 + 32); the real
+     * geometry is 128 elements in 32 bytes plus a 32-byte tail whose first 4 bytes are the
+     * f32 scale. from_float is NULL: only ob_tensor_quantize can write the tail. */
+    [OB_TYPE_I2_S]    = {"i2_s", 128, 32, ob_dequant_i2_s, NULL, 32},
     [OB_TYPE_MXFP4]   = {"mxfp4", 32, 17, ob_dequant_mxfp4, ob_quant_mxfp4},
 };
 
+/* 1bit's own types (ids from OB_TYPE_EXT_FIRST). */
+static const ob_type_traits ext_table[OB_TYPE_EXT_END - OB_TYPE_EXT_FIRST] = {
+    /* from_float is NULL: rows must be rotated first, which ob_tensor_quantize does */
+    [OB_TYPE_LEAN4 - OB_TYPE_EXT_FIRST] = {"lean4", 128, 68, OB_LEAN4_TO_FLOAT, NULL, 0},
+};
+
 const ob_type_traits *ob_type_get(int type) {
+    if (type >= OB_TYPE_EXT_FIRST && type < OB_TYPE_EXT_END) return &ext_table[type - OB_TYPE_EXT_FIRST];
     if (type < 0 || type >= OB_TYPE_COUNT || type_table[type].name == NULL) return NULL;
     return &type_table[type];
 }
@@ -98,6 +116,8 @@ int ob_type_from_name(const char *name) {
     if (!name) return -1;
     for (int i = 0; i < OB_TYPE_COUNT; i++)
         if (type_table[i].name && strcasecmp(type_table[i].name, name) == 0) return i;
+    for (int i = OB_TYPE_EXT_FIRST; i < OB_TYPE_EXT_END; i++)
+        if (strcasecmp(ext_table[i - OB_TYPE_EXT_FIRST].name, name) == 0) return i;
     return -1;
 }
 
@@ -105,6 +125,12 @@ size_t ob_type_row_size(int type, int64_t n) {
     const ob_type_traits *t = ob_type_get(type);
     if (!t || n < 0 || n % t->block_size != 0) return 0;
     return (size_t)(n / t->block_size) * (size_t)t->type_size;
+}
+
+size_t ob_type_tensor_size(int type, int64_t ne0, int64_t n_rows) {
+    size_t row = ob_type_row_size(type, ne0);
+    if (row == 0 || n_rows < 1 || (uint64_t)n_rows > (SIZE_MAX - 64) / row) return 0;
+    return row * (size_t)n_rows + (size_t)ob_type_get(type)->tensor_tail;
 }
 
 float ob_fp16_to_fp32(uint16_t h) {

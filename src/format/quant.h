@@ -44,8 +44,14 @@ typedef enum {
     OB_TYPE_BF16 = 30,
     OB_TYPE_TQ1_0 = 34,
     OB_TYPE_TQ2_0 = 35,
+    OB_TYPE_I2_S = 36,   /* bitnet.cpp's ggml fork (Microsoft's BitNet GGUF files); see quant_tensor.c */
     OB_TYPE_MXFP4 = 39,
-    OB_TYPE_COUNT = 40
+    OB_TYPE_COUNT = 40,
+    /* 1bit's own types, numbered from 4096 so they never collide with a GGML id: other
+     * engines refuse such a tensor ("invalid ggml type") instead of misreading it. */
+    OB_TYPE_EXT_FIRST = 4096,
+    OB_TYPE_LEAN4 = 4096, /* Hadamard-rotated 4-bit, docs/lean.md */
+    OB_TYPE_EXT_END = 4097
 } ob_type;
 
 #define OB_QK_K 256 /* elements per super-block of the K and TQ families */
@@ -58,6 +64,9 @@ typedef struct {
     int type_size;         /* bytes per block */
     void (*to_float)(const void *src, float *dst, int64_t n);   /* n multiple of block_size */
     void (*from_float)(const float *src, void *dst, int64_t n); /* round-to-nearest, as llama.cpp's reference */
+    int tensor_tail;       /* bytes after the last row holding per-tensor data (i2_s: 32, its f32 scale
+                            * first); 0 for block types. Such a type's to_float/from_float see the
+                            * blocks only: whole tensors go through ob_tensor_* (quant_tensor.h). */
 } ob_type_traits;
 
 /* Traits of a type id, or NULL if the id is not a type this build knows at all. */
@@ -68,6 +77,9 @@ const char *ob_type_name(int type);
 int ob_type_from_name(const char *name);
 /* Bytes of a row of n elements, or 0 if n is not a multiple of the block size or the type is unknown. */
 size_t ob_type_row_size(int type, int64_t n);
+/* Bytes of a whole tensor of n_rows rows of ne0 elements (rows plus the type's tensor_tail), or
+ * 0 as ob_type_row_size. GGUF readers and writers size tensor data with this. */
+size_t ob_type_tensor_size(int type, int64_t ne0, int64_t n_rows);
 
 float ob_fp16_to_fp32(uint16_t h);
 uint16_t ob_fp32_to_fp16(float f);  /* round to nearest even, as F16C / ggml */

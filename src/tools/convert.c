@@ -15,6 +15,7 @@
 #include "onebit.h"
 #include "engine/arch.h"
 #include "format/quant.h"
+#include "format/quant_tensor.h"
 #include "format/safetensors.h"
 #include "tools/convert.h"
 #include "tools/tools.h"
@@ -30,6 +31,7 @@ typedef struct {
     int n_dims;
     int64_t ne[2];
     int permute_heads;       /* > 0: permute rows for NORM rope with this many heads */
+    const ob_st_tensor *st_scale; /* packed BitNet weight (U8): its weight_scale, else NULL */
 } cv_tensor;
 
 typedef struct {
@@ -43,9 +45,13 @@ typedef struct {
     size_t buf_cap;
 } cv_state;
 
+/* --type choices and their general.file_type: llama.cpp's LLAMA_FTYPE_* values; 40 is
+ * bitnet.cpp's MOSTLY_I2_S (what Microsoft's file says); lean4 has no llama.cpp value and
+ * takes its type id. */
 static const struct { int type; uint32_t ftype; } ftypes[] = {
     {OB_TYPE_F32, 0}, {OB_TYPE_F16, 1}, {OB_TYPE_Q4_0, 2}, {OB_TYPE_Q8_0, 7},
-    {OB_TYPE_BF16, 32}, {OB_TYPE_TQ1_0, 36}, {OB_TYPE_TQ2_0, 37},
+    {OB_TYPE_BF16, 32}, {OB_TYPE_TQ1_0, 36}, {OB_TYPE_TQ2_0, 37}, {OB_TYPE_I2_S, 40},
+    {OB_TYPE_LEAN4, OB_TYPE_LEAN4},
 };
 
 static int add_tensor(cv_state *s, const char *name, int src, int role, int n_dims, int64_t ne0, int64_t ne1) {
@@ -118,21 +124,50 @@ static int plan_expected(cv_state *s, int with_output) {
 
 /* Binds the plan to the checkpoint: every expected tensor must be there with the right shape,
  * and every checkpoint tensor must be expected (a silently dropped tensor is a wrong model). */
+static cv_tensor *plan_find(cv_state *s, const char *gguf_name) {
+    for (int k = 0; k < s->n; k++)
+        if (strcmp(s->t[k].name, gguf_name) == 0) return &s->t[k];
+    return NULL;
+}
+
+/* A packed BitNet checkpoint (transformers' BitLinear, "offline" mode) stores each linear as
+ * U8 [ceil(out/4), in] plus "<name>.weight_scale", a one-element float. Binds the scale to
+ * its weight; 1 if st was such a scale, 0 if not, -1 on error. */
+static int bind_weight_scale(cv_state *s, const ob_st_tensor *st, char *err, size_t errlen) {
+    size_t l = strlen(st->name);
+    const char *suffix = ".weight_scale";
+    if (l <= strlen(suffix) || strcmp(st->name + l - strlen(suffix), suffix) != 0) return 0;
+    char hf[512], g[128];
+    snprintf(hf, sizeof hf, "%.*s.weight", (int)(l - strlen(suffix)), st->name);
+    cv_tensor *t = ob_arch_map_tensor(hf, g, sizeof g) == 0 ? plan_find(s, g) : NULL;
+    if (!t || t->role != ROLE_LINEAR || !(s->arch->flags & OB_ARCH_TERNARY))
+        return ERR("convert: checkpoint tensor '%s' is not the weight_scale of a ternary linear weight of %s", st->name,
+                   s->arch->hf_class);
+    if (st->n_elements != 1 || (st->dtype != OB_ST_F32 && st->dtype != OB_ST_BF16 && st->dtype != OB_ST_F16))
+        return ERR("convert: '%s' must hold one float (f32, bf16 or f16), not %lld %s values", st->name,
+                   (long long)st->n_elements, ob_st_dtype_name(st->dtype));
+    t->st_scale = st;
+    return 1;
+}
+
 static int plan_bind(cv_state *s, char *err, size_t errlen) {
     for (int64_t i = 0; i < ob_st_n_tensors(s->st); i++) {
         const ob_st_tensor *st = ob_st_tensor_at(s->st, i);
         char g[128];
         if (strstr(st->name, "rotary_emb.inv_freq")) continue; /* derived, not a weight */
+        int r = bind_weight_scale(s, st, err, errlen);
+        if (r < 0) return -1;
+        if (r) continue;
         if (ob_arch_map_tensor(st->name, g, sizeof g) != 0)
             return ERR("convert: checkpoint tensor '%s' is not part of architecture %s", st->name, s->arch->hf_class);
-        if (st->dtype == OB_ST_U8 || st->dtype == OB_ST_I8)
-            return ERR("convert: tensor '%s' holds packed integer weights (dtype %s); pre-packed BitNet checkpoints are not convertible yet, use the bf16 master weights",
-                       st->name, ob_st_dtype_name(st->dtype));
-        cv_tensor *t = NULL;
-        for (int k = 0; k < s->n; k++)
-            if (strcmp(s->t[k].name, g) == 0) t = &s->t[k];
+        cv_tensor *t = plan_find(s, g);
         if (!t) return ERR("convert: checkpoint tensor '%s' (%s) is not expected for %s with this config", st->name, g, s->arch->hf_class);
         int64_t want_rows = t->n_dims == 2 ? t->ne[1] : 1;
+        int packed = st->dtype == OB_ST_U8;
+        if (st->dtype == OB_ST_I8 || (packed && (t->role != ROLE_LINEAR || !(s->arch->flags & OB_ARCH_TERNARY))))
+            return ERR("convert: tensor '%s' holds integer weights (dtype %s); only the linear weights of a packed BitNet checkpoint may (U8)",
+                       st->name, ob_st_dtype_name(st->dtype));
+        if (packed) want_rows = (want_rows + 3) / 4; /* 4 ternary values per byte, along the output dimension */
         int ok = t->n_dims == 2 ? (st->n_dims == 2 && st->shape[0] == want_rows && st->shape[1] == t->ne[0])
                                 : (st->n_elements == t->ne[0]);
         if (!ok) return ERR("convert: tensor '%s' has the wrong shape for config.json (expected %lld x %lld)", st->name,
@@ -140,16 +175,24 @@ static int plan_bind(cv_state *s, char *err, size_t errlen) {
         t->st = st;
         t->src = SRC_HF;
     }
-    for (int k = 0; k < s->n; k++)
-        if (s->t[k].src != SRC_HF) return ERR("convert: the checkpoint lacks tensor '%s'", s->t[k].name);
+    for (int k = 0; k < s->n; k++) {
+        const cv_tensor *t = &s->t[k];
+        if (t->src != SRC_HF) return ERR("convert: the checkpoint lacks tensor '%s'", t->name);
+        if ((t->st->dtype == OB_ST_U8) != (t->st_scale != NULL))
+            return ERR(t->st_scale ? "convert: '%s' has a weight_scale but is not packed (dtype %s)"
+                                   : "convert: packed weight '%s' (dtype %s) has no weight_scale",
+                       t->st->name, ob_st_dtype_name(t->st->dtype));
+    }
     return 0;
 }
 
 static int out_type(const cv_state *s, const cv_tensor *t, int want) {
     if (t->n_dims == 1 || t->src == SRC_ROPE_FREQS) return OB_TYPE_F32;
     int type = want;
-    /* Embedding and output stay F16 in ternary files: they are not ternary (llama.cpp does the same). */
-    if ((want == OB_TYPE_TQ1_0 || want == OB_TYPE_TQ2_0) && (t->role == ROLE_EMBD || t->role == ROLE_OUTPUT)) type = OB_TYPE_F16;
+    /* Embedding and output stay F16 in ternary files: they are not ternary (llama.cpp and
+     * bitnet.cpp do the same). */
+    int ternary = want == OB_TYPE_TQ1_0 || want == OB_TYPE_TQ2_0 || want == OB_TYPE_I2_S;
+    if (ternary && (t->role == ROLE_EMBD || t->role == ROLE_OUTPUT)) type = OB_TYPE_F16;
     const ob_type_traits *tr = ob_type_get(type);
     if (t->ne[0] % tr->block_size != 0) type = OB_TYPE_F16; /* rows not a whole number of blocks */
     return type;
@@ -208,9 +251,34 @@ static void ternarize(float *w, int64_t n) {
     float s = 1.0f / (mean > 1e-5f ? mean : 1e-5f);
     for (int64_t i = 0; i < n; i++) {
         float q = nearbyintf(w[i] * s);
-        q = q > 1 ? 1 : q < -1 ? -1 : q;
+        q = q > 1 ? 1 : q < -1 ? -1 : q + 0.0f; /* + 0.0f: -0 -> +0, so f32 files match packed checkpoints' */
         w[i] = q / s;
     }
+}
+
+/* A packed BitNet weight back to floats, as transformers' unpack_weights + BitLinear compute
+ * it: with R = ceil(out/4) packed rows, output row i*R + r comes from bits 2i..2i+1 of packed
+ * row r, the trit is bits - 1, and BitLinear divides its output by weight_scale, so the
+ * weight is trit / weight_scale: ternary already, with no absmean step left to apply. */
+static int unpack_bitnet(const cv_tensor *t, float *w, char *err, size_t errlen) {
+    float ws;
+    if (ob_st_to_f32(t->st_scale, &ws, err, errlen)) return -1;
+    if (!isfinite(ws) || ws <= 0) return ERR("convert: '%s' is %g; a weight_scale must be finite and > 0", t->st_scale->name, ws);
+    int64_t rows = t->ne[1], cols = t->ne[0], R = t->st->shape[0];
+    const uint8_t *p = t->st->data;
+    for (int64_t r = 0; r < R; r++)
+        for (int i = 0; i < 4; i++) {
+            int64_t row = i * R + r;
+            for (int64_t c = 0; c < cols; c++) {
+                int code = (p[r * cols + c] >> (2 * i)) & 3;
+                if (code == 3 || (row >= rows && code != 1))
+                    return ERR("convert: '%s': packed row %lld, column %lld holds code %d%s; the checkpoint is corrupt",
+                               t->st->name, (long long)r, (long long)c, code,
+                               code == 3 ? " (trits are stored as 0, 1, 2)" : " in padding past the last output row");
+                if (row < rows) w[row * cols + c] = (float)(code - 1) / ws;
+            }
+        }
+    return 0;
 }
 
 /* llama3 rope scaling as per-frequency divisors (GGUF rope_freqs.weight, llama.cpp's form). */
@@ -242,7 +310,9 @@ static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err
         if (!s->buf) return ERR("convert: out of memory for tensor '%s' (%lld floats)", t->name, (long long)n);
     }
     float *f = s->buf;
-    if (t->src == SRC_HF) {
+    if (t->src == SRC_HF && t->st_scale) {
+        if (unpack_bitnet(t, f, err, errlen)) return -1;
+    } else if (t->src == SRC_HF) {
         if (ob_st_to_f32(t->st, f, err, errlen)) return -1;
     } else if (t->src == SRC_ROPE_FREQS) {
         llama3_factors(&s->hp, f);
@@ -254,11 +324,11 @@ static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err
     }
     if (t->permute_heads > 0 && permute_rows(f, t->ne[1], t->ne[0], t->permute_heads))
         return ERR("convert: out of memory permuting '%s'", t->name);
-    if ((s->arch->flags & OB_ARCH_TERNARY) && t->role == ROLE_LINEAR) ternarize(f, n);
-    const ob_type_traits *tr = ob_type_get(t->type);
-    if (ob_type_row_size(t->type, t->ne[0]) * (size_t)t->ne[1] != size)
+    if ((s->arch->flags & OB_ARCH_TERNARY) && t->role == ROLE_LINEAR && !t->st_scale) ternarize(f, n);
+    if (ob_type_tensor_size(t->type, t->ne[0], t->ne[1]) != size)
         return ERR("convert: internal size mismatch for '%s'", t->name);
-    tr->from_float(f, dst, n);
+    if (ob_tensor_quantize(t->type, f, dst, t->ne[0], t->ne[1]))
+        return ERR("convert: this build cannot write type %s (tensor '%s')", ob_type_name(t->type), t->name);
     return 0;
 }
 
@@ -267,7 +337,8 @@ static int usage(void) {
             "usage: 1bit convert HF_DIR -o OUT.gguf [--type T]\n"
             "       1bit convert --random CONFIG.json -o OUT.gguf [--type T] [--seed N]\n"
             "  HF_DIR     folder with config.json, *.safetensors, tokenizer.json, tokenizer_config.json\n"
-            "  --type T   f32 | f16 | bf16 | q8_0 | q4_0 | tq1_0 | tq2_0 (default f16); 1-D tensors stay f32\n"
+            "  --type T   f32 | f16 | bf16 | q8_0 | q4_0 | tq1_0 | tq2_0 | i2_s | lean4 (default f16);\n"
+            "             1-D tensors stay f32; ternary types keep token_embd/output in f16\n"
             "  --random   random weights of the config's shape (statistics like a trained model's), a\n"
             "             synthetic byte-level vocabulary; for speed measurements\n");
     return 2;
@@ -294,7 +365,11 @@ int ob_cmd_convert(int argc, char **argv) {
     for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
         if (ftypes[i].type == want) { ftype = ftypes[i].ftype; known = 1; }
     if (!known) {
-        fprintf(stderr, "convert: --type '%s' is not one of f32, f16, bf16, q8_0, q4_0, tq1_0, tq2_0\n", type_name);
+        fprintf(stderr, "convert: --type '%s' is not one of f32, f16, bf16, q8_0, q4_0, tq1_0, tq2_0, i2_s, lean4\n", type_name);
+        return 2;
+    }
+    if (!ob_tensor_can_quantize(want)) {
+        fprintf(stderr, "convert: --type %s needs lean support, which this build lacks (built with LEAN=0)\n", type_name);
         return 2;
     }
 
@@ -353,11 +428,17 @@ int ob_cmd_convert(int argc, char **argv) {
         ob_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)s.hp.rope_factor);
     }
 #undef KEY
+    int n_lean = 0;
     for (int k = 0; k < s.n; k++) {
         cv_tensor *t = &s.t[k];
         t->type = out_type(&s, t, want);
+        n_lean += t->type == OB_TYPE_LEAN4;
         int64_t ne[2] = {t->ne[0], t->ne[1]};
         if (ob_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, NULL, err, sizeof err) < 0) goto done;
+    }
+    if (n_lean) { /* readers without lean support refuse the file by this key (docs/lean.md) */
+        const char *req[] = {"lean4"};
+        ob_gguf_writer_set_arr_str(w, "1bit.requires", req, NULL, 1);
     }
     int64_t t0 = ob_time_us();
     if (ob_gguf_writer_write(w, outp, fill_tensor, &s, err, sizeof err)) goto done;

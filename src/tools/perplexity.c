@@ -6,7 +6,9 @@
  * scored, so every scored token has at least n_ctx/2 tokens of context. --score-all scores
  * every token after the first of each chunk and --no-bos feeds the chunks as they are: the
  * convention of a plain "non-overlapping windows" evaluation in transformers.
- * Does not own: KL divergence against reference logits (the formats issue adds it here).
+ * KL divergence: --kl-divergence-base FILE alone saves the distributions of every scored
+ * position to FILE; with --kl-divergence it compares this model against FILE instead (the
+ * file format and the statistics are kld.c's, docs/kld.md).
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +27,11 @@ static int usage(void) {
             "  --score-all        score every token after the first of each chunk (default: second half)\n"
             "  --no-bos           do not start chunks with BOS\n"
             "  -t, --threads N    CPU threads\n"
-            "  -o json            print one JSON object instead of text\n");
+            "  -o json            print one JSON object instead of text\n"
+            "  --kl-divergence-base F  save every scored position's distribution to F (the base model's run)\n"
+            "  --kl-divergence    with --kl-divergence-base F: compare this model against F (KL divergence,\n"
+            "                     same-top-token rate, PPL ratio); -c, --chunks, --score-all, --no-bos come from F\n"
+            "  --kl-top-k N       tokens kept per position in F (default 64; the rest is one bucket, docs/kld.md)\n");
     return 2;
 }
 
@@ -89,6 +95,7 @@ int ob_perplexity_compute(ob_model_t *m, const char *text, size_t len, const ob_
                 double sum = 0;
                 for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
                 double lp = (double)l[chunk[i0 + k + 1]] - mx - log(sum);
+                if (o->on_token && o->on_token(o->user, l, V, chunk[i0 + k + 1], err, errlen)) goto out;
                 res->nll_sum -= lp;
                 res->nll_sq += lp * lp;
                 res->scored++;
@@ -115,15 +122,18 @@ out:
 }
 
 int ob_cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *fmt = "text";
-    ob_ppl_opts o = {512, 0, 0, 0, 0, 1};
-    int threads = 0;
+    const char *model_path = NULL, *text_path = NULL, *fmt = "text", *kld_path = NULL;
+    ob_ppl_opts o = {512, 0, 0, 0, 0, 1, NULL, NULL};
+    int threads = 0, kld_compare = 0, kld_top_k = 64, set_c = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
         if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) model_path = argv[++i];
         else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has) text_path = argv[++i];
-        else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && has) o.n_ctx = atoi(argv[++i]);
+        else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && has) { o.n_ctx = atoi(argv[++i]); set_c = 1; }
+        else if (!strcmp(a, "--kl-divergence-base") && has) kld_path = argv[++i];
+        else if (!strcmp(a, "--kl-divergence")) kld_compare = 1;
+        else if (!strcmp(a, "--kl-top-k") && has) kld_top_k = atoi(argv[++i]);
         else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && has) o.n_batch = atoi(argv[++i]);
         else if (!strcmp(a, "--chunks") && has) o.max_chunks = atoi(argv[++i]);
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) threads = atoi(argv[++i]);
@@ -139,6 +149,8 @@ int ob_cmd_perplexity(int argc, char **argv) {
         return 2;
     }
     if (strcmp(fmt, "text") && strcmp(fmt, "json")) { fprintf(stderr, "perplexity: -o must be text or json\n"); return 2; }
+    if (kld_compare && !kld_path) { fprintf(stderr, "perplexity: --kl-divergence needs --kl-divergence-base FILE\n"); return 2; }
+    if (kld_top_k < 1) { fprintf(stderr, "perplexity: --kl-top-k must be >= 1\n"); return 2; }
     o.progress = !strcmp(fmt, "text");
     size_t len = 0;
     char *text = read_file(text_path, &len);
@@ -149,10 +161,31 @@ int ob_cmd_perplexity(int argc, char **argv) {
     ob_model_t *m = NULL;
     if (ob_model_load(model_path, &mp, &m, err, sizeof err)) { fprintf(stderr, "perplexity: %s\n", err); free(text); return 1; }
     ob_ppl_result r;
-    int rc = ob_perplexity_compute(m, text, len, &o, &r, err, sizeof err);
+    ob_kld_t *kld = NULL;
+    ob_kld_report kr;
+    ob_kld_settings ks = {o.n_ctx, o.max_chunks, o.score_all, !o.no_bos};
+    int rc = 0;
+    if (kld_path && kld_compare) {
+        rc = ob_kld_open(kld_path, &ks, &kld, err, sizeof err);
+        if (!rc && set_c && ks.n_ctx != o.n_ctx)
+            rc = -1, snprintf(err, sizeof err, "-c %d differs from the base's -c %d (leave it out: it comes from the file)", o.n_ctx, ks.n_ctx);
+        o.n_ctx = ks.n_ctx, o.max_chunks = ks.n_chunks, o.score_all = ks.score_all, o.no_bos = !ks.bos;
+    } else if (kld_path) {
+        rc = ob_kld_create(kld_path, &ks, ob_model_get_info(m)->n_vocab, kld_top_k, &kld, err, sizeof err);
+    }
+    if (kld) o.on_token = ob_kld_token, o.user = kld;
+    if (!rc) rc = ob_perplexity_compute(m, text, len, &o, &r, err, sizeof err);
+    if (!rc && kld) rc = ob_kld_finish(kld, &kr, err, sizeof err);
+    ob_kld_close(kld);
     free(text);
     ob_model_free(m);
     if (rc) { fprintf(stderr, "perplexity: %s\n", err); return 1; }
+    if (kld_compare) {
+        if (strcmp(fmt, "json")) printf("perplexity: %.4f +/- %.4f over %ld tokens\n", r.ppl, r.ppl_stderr, r.scored);
+        ob_kld_print(stdout, &kr, !strcmp(fmt, "json"));
+        return 0;
+    }
+    if (kld_path && strcmp(fmt, "json")) fprintf(stderr, "perplexity: saved %ld positions to %s\n", kr.n, kld_path);
     if (!strcmp(fmt, "json"))
         printf("{\"model\": \"%s\", \"file\": \"%s\", \"n_ctx\": %d, \"chunks\": %d, \"tokens_scored\": %ld, "
                "\"score_all\": %s, \"bos\": %s, \"nll\": %.6f, \"ppl\": %.6f, \"ppl_stderr\": %.6f}\n",

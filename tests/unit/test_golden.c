@@ -335,7 +335,7 @@ OB_SUITE(golden_perplexity) {
         nll -= l[json_integer_value(json_array_get(ta, (size_t)i + 1))] - mx - log(sum);
     }
     double want = exp(nll / (n - 1));
-    ob_ppl_opts o = {n, 0, 0, 1, 0, 0};
+    ob_ppl_opts o = {n, 0, 0, 1, 0, 0, NULL, NULL};
     ob_ppl_result r;
     CHECK_EQ_INT(ob_perplexity_compute(m, text, strlen(text), &o, &r, err, sizeof err), 0);
     CHECK_EQ_INT(r.scored, n - 1);

@@ -15,12 +15,15 @@
 #include "backend/backend.h"
 #include "backend/cpu/threadpool.h"
 #include "format/quant.h"
+#include "format/quant_tensor.h"
 
 typedef struct {
     ob_pool *pool;
     int n_threads;
     float **row_scratch;   /* [n_threads][row_cap]: one dequantized weight row per thread */
     int64_t row_cap;
+    float *xrot;           /* [xrot_cap]: activations rotated for lean4 weights */
+    size_t xrot_cap;
 } cpu_state;
 
 static cpu_state *st(ob_backend *b) { return (cpu_state *)b->priv; }
@@ -46,6 +49,7 @@ static void cpu_free(ob_backend *b) {
     ob_pool_free(s->pool);
     for (int i = 0; i < s->n_threads; i++) free(s->row_scratch[i]);
     free(s->row_scratch);
+    free(s->xrot);
     free(s);
     b->priv = NULL;
 }
@@ -181,22 +185,62 @@ static void matmul_task(void *ctx, int ith, int nth) {
                 to_float(src, row, w->n_in);
                 wr = row;
             }
-            for (int i = t0; i < t1; i++) j->y[(size_t)i * w->n_out + r] = dot_f32(wr, j->x + (size_t)i * w->n_in, w->n_in);
+            if (w->scale == 1.0f) {
+                for (int i = t0; i < t1; i++) j->y[(size_t)i * w->n_out + r] = dot_f32(wr, j->x + (size_t)i * w->n_in, w->n_in);
+            } else { /* a per-tensor scale (i2_s): the dot of the trits, then one multiply, as bitnet.cpp */
+                for (int i = t0; i < t1; i++)
+                    j->y[(size_t)i * w->n_out + r] = dot_f32(wr, j->x + (size_t)i * w->n_in, w->n_in) * w->scale;
+            }
         }
     }
 }
 
+#ifndef OB_NO_LEAN
+typedef struct { const float *x; float *out; int n; int64_t dim; } rot_job;
+
+/* lean4: each token's activations rotated block by block, as the weights were at conversion. */
+static void rotate_task(void *ctx, int ith, int nth) {
+    rot_job *j = ctx;
+    int64_t lo, hi;
+    split(j->n, ith, nth, &lo, &hi);
+    if (hi <= lo) return;
+    memcpy(j->out + (size_t)lo * j->dim, j->x + (size_t)lo * j->dim, (size_t)(hi - lo) * j->dim * sizeof(float));
+    ob_lean_rotate(j->out + (size_t)lo * j->dim, (hi - lo) * j->dim);
+}
+#endif
+
 static void cpu_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
     cpu_state *s = st(b);
     reserve_rows(s, w->n_in);
+#ifndef OB_NO_LEAN
+    if (w->type == OB_TYPE_LEAN4) {
+        size_t need = (size_t)n * (size_t)w->n_in;
+        if (need > s->xrot_cap) { /* grows at warm-up only: the largest batch x widest input */
+            free(s->xrot);
+            s->xrot = malloc(need * sizeof(float));
+            s->xrot_cap = s->xrot ? need : 0;
+            if (!s->xrot) abort(); /* like the other scratch: no error path in the op table */
+        }
+        rot_job rj = {x, s->xrot, n, w->n_in};
+        ob_pool_run(s->pool, rotate_task, &rj);
+        x = s->xrot;
+    }
+#endif
     matmul_job j = {s, w, x, y, n};
     ob_pool_run(s->pool, matmul_task, &j);
 }
 
 static void cpu_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
     const ob_type_traits *t = ob_type_get(w->type);
-    for (int i = 0; i < n; i++)
-        t->to_float((const uint8_t *)w->data + (size_t)ids[i] * w->row_bytes, y + (size_t)i * w->n_in, w->n_in);
+    for (int i = 0; i < n; i++) {
+        float *yi = y + (size_t)i * w->n_in;
+        t->to_float((const uint8_t *)w->data + (size_t)ids[i] * w->row_bytes, yi, w->n_in);
+#ifndef OB_NO_LEAN
+        if (w->type == OB_TYPE_LEAN4) ob_lean_rotate(yi, w->n_in); /* its own inverse: back to the original row */
+#endif
+        if (w->scale != 1.0f)
+            for (int64_t k = 0; k < w->n_in; k++) yi[k] *= w->scale;
+    }
 }
 
 static void cpu_rmsnorm(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
