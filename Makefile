@@ -40,6 +40,15 @@ $(BUILD)/lib1bit.a: $(OBJ_LIB)
 $(BUILD)/obj/src/tools/serve.o: CFLAGS += -DOB_BUILD_NUMBER=$(shell git rev-list --count HEAD 2>/dev/null || echo 0) \
 	-DOB_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
 
+# CPU kernels: each instruction set's file gets its own target flags; the portable code checks
+# the CPU (kernels_common.c) before calling into them, so the binary still runs on any x86-64.
+ifneq (,$(findstring x86_64,$(shell $(CC) -dumpmachine)))
+$(BUILD)/obj/src/backend/cpu/kernels_avx2.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2
+$(BUILD)/obj/src/backend/cpu/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavxvnni
+$(BUILD)/obj/src/backend/cpu/kernels_avx512.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
+	-mavx512dq -mavx512vnni
+endif
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<

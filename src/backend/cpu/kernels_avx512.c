@@ -1,0 +1,679 @@
+/* kernels_avx512.c — the kernel table for AVX-512 F/BW/VL/DQ with VNNI (Ice Lake, Sapphire
+ * Rapids, Zen 4 and later). Built with those target flags (Makefile) and used only after
+ * ob_kernels_avx512() has checked the CPU.
+ *
+ * Owns: the fast versions of kernels.h's operations for this instruction set.
+ *  - Decode (gemv_*): 16 weight rows at a time. Each row's block is unpacked to u8 codes in
+ *    registers and multiplied with the token's int8 codes by vpdpbusd; the 16 rows' integer
+ *    sums are then reduced into one vector (lane = row), so the float step of kernels.h's
+ *    formula runs once per block for 16 rows. Block types of 32 or 128 elements handle two
+ *    blocks per 64-byte vector.
+ *  - Prompts (gemm): a packed panel of 16 rows (lane = row, four codes per lane) times up to 8
+ *    tokens whose four activation bytes are broadcast from memory into each vpdpbusd.
+ *  - Float weights: 4 rows x 6 tokens of f32 FMAs, f16 / bf16 widened in registers.
+ * Does not own: the definition of the results (kernels_scalar.c; these must match it bit for
+ * bit), threads (cpu_matmul.c).
+ */
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "format/quant.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+/* Level 1-2 of the 16-row reduction: z[i] holds rows 4i..4i+3, one partial per 128-bit lane. */
+INLINE void red_l12(const __m512i v[16], __m512i z[4]) {
+    __m512i w[8];
+    for (int i = 0; i < 8; i++)
+        w[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++)
+        z[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(w[2 * i], w[2 * i + 1]), _mm512_unpackhi_epi64(w[2 * i], w[2 * i + 1]));
+}
+
+/* Lane r = sum of all lanes of v[r]. */
+INLINE __m512i hsum16(const __m512i v[16]) {
+    __m512i z[4], u[2];
+    red_l12(v, z);
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0x88), _mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0xDD));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], 0x88), _mm512_shuffle_i32x4(u[0], u[1], 0xDD));
+}
+
+/* Two blocks per vector: lane r of *s0 = the lanes of v[r] in 128-bit groups PA (block 0),
+ * of *s1 = the groups PB (block 1). IA/IB select them: 0x88/0xDD pair groups {0,1} and {2,3},
+ * 0x44/0xEE pair {0,2} and {1,3}. */
+INLINE void hsum16x2(const __m512i v[16], const int ia, const int ib, __m512i *s0, __m512i *s1) {
+    __m512i z[4], u[2];
+    red_l12(v, z);
+    for (int i = 0; i < 2; i++) {
+        if (ia == 0x88)
+            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0x88), _mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0xDD));
+        else
+            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0x44), _mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0xEE));
+    }
+    (void)ib;
+    *s0 = _mm512_shuffle_i32x4(u[0], u[1], 0x88);
+    *s1 = _mm512_shuffle_i32x4(u[0], u[1], 0xDD);
+}
+
+/* fp16 scales of 16 rows: the 16-bit value at base + idx[r] (HI: the upper half of the dword
+ * at base + idx[r], i.e. the scale sits 2 bytes further). */
+INLINE __m512 gather_half(const uint8_t *base, __m512i idx, const int hi) {
+    __m512i g = _mm512_i32gather_epi32(idx, (const void *)base, 1);
+    if (hi) g = _mm512_srli_epi32(g, 16);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+}
+
+INLINE __m512 kstep(__m512 acc, __m512i isum, __m512 dw, float da) {
+    return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), dw), _mm512_set1_ps(da), acc);
+}
+
+/* Row offsets (bytes) of up to 16 rows from the first; rows past nr repeat the last one. */
+INLINE __m512i row_index(int nr, size_t rb) {
+    int32_t idx[16];
+    for (int i = 0; i < 16; i++) idx[i] = (int32_t)((size_t)(i < nr ? i : nr - 1) * rb);
+    return _mm512_loadu_si512(idx);
+}
+
+#define GEMV_PROLOGUE(QB, SB)                                                                  \
+    const int64_t k = w->n_in, nb = k / (QB);                                                  \
+    const size_t rb = w->row_bytes;                                                            \
+    const int8_t *qs = a->qs + t * k;                                                          \
+    const float *da = a->d + t * nb;                                                           \
+    const int32_t *ac = a->ac + t * (k / (SB));                                                \
+    (void)ac;                                                                                  \
+    (void)rb;                                                                                  \
+    for (int64_t r = r0; r < r1; r += 16) {                                                    \
+        const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;                                       \
+        const uint8_t *base = (const uint8_t *)w->data + (size_t)r * rb;                       \
+        const __m512i vidx = row_index(nr, rb);                                                \
+        (void)vidx;                                                                            \
+        const uint8_t *rowp[16];                                                               \
+        for (int i = 0; i < 16; i++) rowp[i] = base + (size_t)(i < nr ? i : nr - 1) * rb;      \
+        __m512 acc = _mm512_setzero_ps();
+
+#define GEMV_EPILOGUE                                                                          \
+        acc = _mm512_mul_ps(acc, _mm512_set1_ps(w->scale));                                    \
+        _mm512_mask_storeu_ps(y + (r - r0), (__mmask16)((1u << nr) - 1), acc);                 \
+    }
+
+/* ---- q8_0 --------------------------------------------------------------------------------- */
+
+static void gemv_q8_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    GEMV_PROLOGUE(32, 32)
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        const __m512i av = _mm512_loadu_si512(qs + b * 32);
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *p = rowp[i] + b * 34 + 2;
+            __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                                           _mm256_loadu_si256((const __m256i *)(p + 34)), 1);
+            s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v, x80), av);
+        }
+        __m512i i0, i1;
+        hsum16x2(s, 0x88, 0xDD, &i0, &i1);
+        i0 = _mm512_add_epi32(i0, _mm512_set1_epi32(ac[b]));
+        i1 = _mm512_add_epi32(i1, _mm512_set1_epi32(ac[b + 1]));
+        acc = kstep(acc, i0, gather_half(base + b * 34, vidx, 0), da[b]);
+        acc = kstep(acc, i1, gather_half(base + (b + 1) * 34, vidx, 0), da[b + 1]);
+    }
+    if (b < nb) {
+        const __m512i av = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(qs + b * 32)));
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i v = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(rowp[i] + b * 34 + 2)));
+            s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v, x80), av);
+        }
+        __m512i i0, i1;
+        hsum16x2(s, 0x88, 0xDD, &i0, &i1);
+        i0 = _mm512_add_epi32(i0, _mm512_set1_epi32(ac[b]));
+        acc = kstep(acc, i0, gather_half(base + b * 34, vidx, 0), da[b]);
+    }
+    GEMV_EPILOGUE
+}
+
+/* ---- q4_0: two blocks' nibbles as [b lo | b+1 lo | b hi | b+1 hi] ---------------------------- */
+
+static void gemv_q4_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    GEMV_PROLOGUE(32, 32)
+    const __m512i m4 = _mm512_set1_epi8(15);
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i av = _mm512_loadu_si512(qs + b * 32); /* [b 0-15, b 16-31, b+1 0-15, b+1 16-31] */
+        av = _mm512_shuffle_i32x4(av, av, _MM_SHUFFLE(3, 1, 2, 0));
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *p = rowp[i] + b * 18 + 2;
+            __m256i y2 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                                 _mm_loadu_si128((const __m128i *)(p + 18)), 1);
+            __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(y2), _mm256_srli_epi16(y2, 4), 1);
+            s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4), av);
+        }
+        __m512i i0, i1;
+        hsum16x2(s, 0x44, 0xEE, &i0, &i1);
+        i0 = _mm512_add_epi32(i0, _mm512_set1_epi32(ac[b]));
+        i1 = _mm512_add_epi32(i1, _mm512_set1_epi32(ac[b + 1]));
+        acc = kstep(acc, i0, gather_half(base + b * 18, vidx, 0), da[b]);
+        acc = kstep(acc, i1, gather_half(base + (b + 1) * 18, vidx, 0), da[b + 1]);
+    }
+    if (b < nb) {
+        __m256i a1 = _mm256_loadu_si256((const __m256i *)(qs + b * 32));
+        /* [b lo, 0, b hi, 0] so the pair reduction's block 0 holds it */
+        __m512i av = _mm512_inserti32x4(_mm512_zextsi128_si512(_mm256_castsi256_si128(a1)), _mm256_extracti128_si256(a1, 1), 2);
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(rowp[i] + b * 18 + 2));
+            __m512i v = _mm512_inserti32x4(_mm512_zextsi128_si512(x), _mm_srli_epi16(x, 4), 2);
+            s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4), av);
+        }
+        __m512i i0, i1;
+        hsum16x2(s, 0x44, 0xEE, &i0, &i1);
+        i0 = _mm512_add_epi32(i0, _mm512_set1_epi32(ac[b]));
+        acc = kstep(acc, i0, gather_half(base + b * 18, vidx, 0), da[b]);
+    }
+    GEMV_EPILOGUE
+}
+
+/* ---- tq2_0: 64 code bytes = 4 vectors of 2-bit fields ---------------------------------------- */
+
+static void gemv_tq2_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    GEMV_PROLOGUE(256, 256)
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *q = qs + b * 256;
+        __m512i av[4];
+        for (int j = 0; j < 4; j++) /* field j of byte m: element 32j + m (first half), 128 + 32j + m */
+            av[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + 32 * j))),
+                                       _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * j)), 1);
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i v = _mm512_loadu_si512(rowp[i] + b * 66);
+            __m512i x = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m3), av[0]);
+            x = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), av[1]);
+            x = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), av[2]);
+            s[i] = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), av[3]);
+        }
+        __m512i isum = _mm512_add_epi32(hsum16(s), _mm512_set1_epi32(ac[b]));
+        acc = kstep(acc, isum, gather_half(base + b * 66 + 62, vidx, 1), da[b]);
+    }
+    GEMV_EPILOGUE
+}
+
+/* ---- tq1_0: trit k of byte q is ((q * 3^k mod 256) * 3) >> 8, i.e. (p >= 86) + (p >= 171) with
+ * p = q * 3^k mod 256 (kept by byte adds: p * 3 = p + p + p, wrapping). One masked 52-byte load
+ * covers all three spans; trit position k pairs with the activations laid out by tq1_act. */
+
+static void tq1_act(const int8_t *q, int8_t out[5][64]) {
+    memset(out, 0, 5 * 64);
+    for (int k = 0; k < 5; k++) {
+        memcpy(out[k], q + 32 * k, 32);
+        memcpy(out[k] + 32, q + 160 + 16 * k, 16);
+        if (k < 4) memcpy(out[k] + 48, q + 240 + 4 * k, 4);
+    }
+}
+
+static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    GEMV_PROLOGUE(256, 256)
+    const __m512i c86 = _mm512_set1_epi8(86), c171 = _mm512_set1_epi8((char)171), one = _mm512_set1_epi8(1),
+                  two = _mm512_set1_epi8(2);
+    _Alignas(64) int8_t act[5][64];
+    for (int64_t b = 0; b < nb; b++) {
+        tq1_act(qs + b * 256, act);
+        __m512i av[5];
+        for (int k = 0; k < 5; k++) av[k] = _mm512_load_si512(act[k]);
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i p = _mm512_maskz_loadu_epi8(0x000FFFFFFFFFFFFFull, rowp[i] + b * 54);
+            __m512i x = _mm512_setzero_si512();
+            for (int k = 0; k < 5; k++) {
+                if (k) p = _mm512_add_epi8(_mm512_add_epi8(p, p), p);
+                __m512i tr = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(p, c86), one);
+                tr = _mm512_mask_mov_epi8(tr, _mm512_cmpge_epu8_mask(p, c171), two);
+                x = _mm512_dpbusd_epi32(x, tr, av[k]);
+            }
+            s[i] = x;
+        }
+        __m512i isum = _mm512_add_epi32(hsum16(s), _mm512_set1_epi32(ac[b]));
+        acc = kstep(acc, isum, gather_half(base + b * 54 + 50, vidx, 1), da[b]);
+    }
+    GEMV_EPILOGUE
+}
+
+/* ---- i2_s: two 128-element blocks per 64 bytes; group g of a block at bits 6 - 2g ----------- */
+
+static void gemv_i2_s(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    GEMV_PROLOGUE(128, 128)
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        const int8_t *q = qs + b * 128;
+        __m512i av[4];
+        for (int g = 0; g < 4; g++) {
+            __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+            av[g] = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * g)), 1)
+                        : _mm512_zextsi256_si512(lo);
+        }
+        const __mmask64 lm = two ? ~0ull : 0xFFFFFFFFull;
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            __m512i v = _mm512_maskz_loadu_epi8(lm, rowp[i] + b * 32);
+            __m512i x = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), av[0]);
+            x = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), av[1]);
+            x = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), av[2]);
+            s[i] = _mm512_dpbusd_epi32(x, _mm512_and_si512(v, m3), av[3]);
+        }
+        __m512i i0, i1;
+        hsum16x2(s, 0x88, 0xDD, &i0, &i1);
+        acc = kstep(acc, _mm512_add_epi32(i0, _mm512_set1_epi32(ac[b])), one, da[b]);
+        if (two) acc = kstep(acc, _mm512_add_epi32(i1, _mm512_set1_epi32(ac[b + 1])), one, da[b + 1]);
+    }
+    GEMV_EPILOGUE
+}
+
+/* ---- q4_K / q5_K ---------------------------------------------------------------------------
+ * Sub-block sums are at most 4 * 31 * 127 per dword lane after vpdpbusd, so vpdpwssd with the
+ * scale in the low 16 bits of each dword multiplies and accumulates them exactly. */
+
+static const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+
+/* The 12 scale bytes to 8 scales (sm[0..1]) and 8 mins (sm[2..3]), one byte each. */
+INLINE void k4_unpack(const uint8_t *s12, uint32_t sm[4]) {
+    uint32_t u[3];
+    memcpy(u, s12, 12);
+    sm[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+    sm[2] = u[1] & kmask1;
+    sm[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+    sm[0] = u[0] & kmask1;
+}
+
+INLINE void gemv_kq45(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y, const int five) {
+    GEMV_PROLOGUE(256, 32)
+    const int bs = five ? 176 : 144, qoff = five ? 48 : 16;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i pidx[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
+                             _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+                             _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
+                             _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
+    /* q5_K: the fifth bit of chunk c low / high half is bit 2c / 2c + 1 of qh[l] */
+    const __m512i hsh[4] = {_mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                            _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+                            _mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4),
+                            _mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)};
+    const __m512i one8 = _mm512_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *q = qs + b * 256;
+        __m512i av[4];
+        for (int j = 0; j < 4; j++) /* sub-blocks (2c, 2c + 2) for j = 0, 2 ... see pidx */
+            av[j] = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + (j >> 1) * 128 + (j & 1) * 32))),
+                _mm256_loadu_si256((const __m256i *)(q + (j >> 1) * 128 + (j & 1) * 32 + 64)), 1);
+        const __m256i acb = _mm256_loadu_si256((const __m256i *)(ac + b * 8));
+        __m512i s[16];
+        int32_t imn[16];
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *blk = rowp[i] + b * bs;
+            uint32_t sm[4];
+            k4_unpack(blk + 4, sm);
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sm[1], (int)sm[0])); /* < 64: high half 0 */
+            __m256i mn = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sm[3], (int)sm[2]));
+            __m256i pm = _mm256_mullo_epi32(mn, acb);
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+            imn[i] = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
+            const uint8_t *qp = blk + qoff;
+            __m512i qh2 = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
+            __m512i x = _mm512_setzero_si512();
+            for (int zz = 0; zz < 2; zz++) {
+                __m512i v = _mm512_loadu_si512(qp + 64 * zz); /* chunks 2zz, 2zz+1 */
+                __m512i c0 = _mm512_and_si512(v, m4), c1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (five) {
+                    c0 = _mm512_or_si512(c0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh2, hsh[2 * zz]), one8), 4));
+                    c1 = _mm512_or_si512(c1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh2, hsh[2 * zz + 1]), one8), 4));
+                }
+                __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, av[2 * zz]);
+                __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c1, av[2 * zz + 1]);
+                x = _mm512_dpwssd_epi32(x, d0, _mm512_permutexvar_epi32(pidx[2 * zz], sc));
+                x = _mm512_dpwssd_epi32(x, d1, _mm512_permutexvar_epi32(pidx[2 * zz + 1], sc));
+            }
+            s[i] = x;
+        }
+        __m512i isum = hsum16(s);
+        __m512i dd = _mm512_i32gather_epi32(vidx, (const void *)(base + b * bs), 1); /* d | dmin << 16 */
+        __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        __m512 dm = _mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        acc = kstep(acc, isum, dw, da[b]);
+        acc = kstep(acc, _mm512_loadu_si512(imn), dm, da[b]);
+    }
+    GEMV_EPILOGUE
+}
+
+static void gemv_q4_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    gemv_kq45(w, r0, r1, a, t, y, 0);
+}
+static void gemv_q5_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    gemv_kq45(w, r0, r1, a, t, y, 1);
+}
+
+/* ---- q6_K: codes in natural order per 128-element half; 16-element sub-blocks are 4 lanes ---- */
+
+static void gemv_q6_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    GEMV_PROLOGUE(256, 16)
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), lo16 = _mm512_set1_epi32(0xffff);
+    __m512i pidx[4];
+    for (int g = 0; g < 4; g++)
+        pidx[g] = _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 2,
+                                   4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g, 4 * g, 4 * g, 4 * g);
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *q = qs + b * 256;
+        __m512i av[4];
+        for (int j = 0; j < 4; j++) av[j] = _mm512_loadu_si512(q + 64 * j);
+        const __m512i acv = _mm512_loadu_si512(ac + b * 16);
+        __m512i s[16];
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *blk = rowp[i] + b * 210;
+            __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
+            __m512i x = _mm512_mullo_epi32(sc, acv); /* sum_j sc_j * (-32 * sum a_j) */
+            sc = _mm512_and_si512(sc, lo16);
+            for (int h = 0; h < 2; h++) {
+                __m512i L = _mm512_loadu_si512(blk + 64 * h);
+                __m256i Q = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                __m512i H01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
+                __m512i H23 = _mm512_srli_epi16(H01, 4);
+                __m512i c0 = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H01, m3), 4));
+                __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_slli_epi16(_mm512_and_si512(H23, m3), 4));
+                __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, av[2 * h]);
+                __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c1, av[2 * h + 1]);
+                x = _mm512_dpwssd_epi32(x, d0, _mm512_permutexvar_epi32(pidx[2 * h], sc));
+                x = _mm512_dpwssd_epi32(x, d1, _mm512_permutexvar_epi32(pidx[2 * h + 1], sc));
+            }
+            s[i] = x;
+        }
+        acc = kstep(acc, hsum16(s), gather_half(base + b * 210 + 206, vidx, 1), da[b]);
+    }
+    GEMV_EPILOGUE
+}
+
+/* ---- GEMM on packed panels ------------------------------------------------------------------
+ * Tile: 16 rows (one vector, lane = row) x C tokens. Per group of 4 elements one load of the
+ * panel and C vpdpbusd whose activation dword is broadcast from memory. */
+
+INLINE void gemm_tile(const int QB, const int SB, const int OFF, const int SC, const int MN, const int C,
+                      const ob_panel *p, const ob_q8act *a, int t, float *y, int64_t ldy) {
+    const int64_t k = a->k, nb = k / QB, nsb = k / SB, nsub = QB / SB;
+    const int8_t *q[8];
+    const int32_t *ac[8];
+    const float *da[8];
+    for (int c = 0; c < C; c++) {
+        q[c] = a->qs + (t + c) * k;
+        ac[c] = a->ac + (t + c) * nsb;
+        da[c] = a->d + (t + c) * nb;
+    }
+    __m512 facc[8];
+    for (int c = 0; c < C; c++) facc[c] = _mm512_setzero_ps();
+    const uint8_t *codes = p->codes;
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i isum[8];
+        for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+        for (int j = 0; j < nsub; j++) {
+            const int64_t js = b * nsub + j;
+            __m512i iacc[8];
+            for (int c = 0; c < C; c++) iacc[c] = OFF ? _mm512_set1_epi32(ac[c][js]) : _mm512_setzero_si512();
+            for (int i = 0; i < SB / 4; i++) {
+                const int64_t kk = js * SB + 4 * i;
+                const __m512i wv = _mm512_load_si512(codes + kk * 16);
+                for (int c = 0; c < C; c++) {
+                    int32_t a4;
+                    memcpy(&a4, q[c] + kk, 4);
+                    iacc[c] = _mm512_dpbusd_epi32(iacc[c], wv, _mm512_set1_epi32(a4));
+                }
+            }
+            if (SC) {
+                const __m512i scv = _mm512_load_si512(p->sc + js * 16);
+                for (int c = 0; c < C; c++) {
+                    __m512i m = _mm512_mullo_epi32(iacc[c], scv);
+                    isum[c] = _mm512_add_epi32(isum[c], m);
+                }
+            } else {
+                for (int c = 0; c < C; c++) isum[c] = iacc[c];
+            }
+        }
+        const __m512 dw = _mm512_load_ps(p->dw + b * 16);
+        for (int c = 0; c < C; c++) facc[c] = kstep(facc[c], isum[c], dw, da[c][b]);
+        if (MN) {
+            const __m512 dm = _mm512_load_ps(p->dm + b * 16);
+            for (int c = 0; c < C; c++) {
+                __m512i m = _mm512_setzero_si512();
+                for (int j = 0; j < nsub; j++)
+                    m = _mm512_add_epi32(m, _mm512_mullo_epi32(_mm512_load_si512(p->mn + (b * nsub + j) * 16),
+                                                               _mm512_set1_epi32(ac[c][b * nsub + j])));
+                facc[c] = kstep(facc[c], m, dm, da[c][b]);
+            }
+        }
+    }
+    const __mmask16 sm = (__mmask16)((1u << p->nr) - 1);
+    const __m512 ts = _mm512_set1_ps(p->scale);
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(y + c * ldy, sm, _mm512_mul_ps(facc[c], ts));
+}
+
+#define GEMM_FMT(NAME, QB, SB, OFF, SC, MN)                                                     \
+    static void NAME(const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) { \
+        int t = t0;                                                                             \
+        for (; t + 8 <= t1; t += 8) gemm_tile(QB, SB, OFF, SC, MN, 8, p, a, t, y + (t - t0) * ldy, ldy); \
+        if (t + 4 <= t1) { gemm_tile(QB, SB, OFF, SC, MN, 4, p, a, t, y + (t - t0) * ldy, ldy); t += 4; } \
+        if (t + 2 <= t1) { gemm_tile(QB, SB, OFF, SC, MN, 2, p, a, t, y + (t - t0) * ldy, ldy); t += 2; } \
+        if (t < t1) gemm_tile(QB, SB, OFF, SC, MN, 1, p, a, t, y + (t - t0) * ldy, ldy);        \
+    }
+
+GEMM_FMT(gemm_b32, 32, 32, 1, 0, 0)
+GEMM_FMT(gemm_b128, 128, 128, 1, 0, 0)
+GEMM_FMT(gemm_b256, 256, 256, 1, 0, 0)
+GEMM_FMT(gemm_k4, 256, 32, 0, 1, 1)
+GEMM_FMT(gemm_k6, 256, 16, 1, 1, 0)
+
+static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    if (f->has_mn && f->sb == 32 && !f->off) gemm_k4(p, a, t0, t1, y, ldy);
+    else if (f->has_sc && f->sb == 16) gemm_k6(p, a, t0, t1, y, ldy);
+    else if (f->qb == 32) gemm_b32(p, a, t0, t1, y, ldy);
+    else if (f->qb == 128) gemm_b128(p, a, t0, t1, y, ldy);
+    else gemm_b256(p, a, t0, t1, y, ldy);
+}
+
+/* ---- activation quantizer ----------------------------------------------------------------- */
+
+static int on_grid(const float *x, int64_t k, float id) {
+    const __m512 vid = _mm512_set1_ps(id), tol = _mm512_set1_ps(1e-3f);
+    for (int64_t i = 0; i < k; i += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vid);
+        __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        if (_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, r)), tol, _CMP_LE_OQ) != 0xFFFF) return 0;
+    }
+    return 1;
+}
+
+static void quant_row(const float *x, int64_t k, const ob_kfmt *f, int8_t *qs, float *d, int32_t *ac) {
+    __m512 vmax = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; i += 16) vmax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), vmax);
+    const float amax = _mm512_reduce_max_ps(vmax);
+    const float dr = amax / 127.0f, idr = amax > 0 ? 1.0f / dr : 0.0f;
+    const int row_mode = amax > 0 && on_grid(x, k, idr);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    const int nsub16 = f->sb / 16;
+    for (int64_t b = 0; b < k / f->qb; b++) {
+        const float *xb = x + b * f->qb;
+        float db = dr, id = idr;
+        if (!row_mode) {
+            __m512 m = _mm512_setzero_ps();
+            for (int i = 0; i < f->qb; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), m);
+            const float bmax = _mm512_reduce_max_ps(m);
+            db = bmax / 127.0f;
+            id = db != 0 ? 1.0f / db : 0.0f;
+        }
+        d[b] = db;
+        const __m512 vid = _mm512_set1_ps(id);
+        __m512i ssum = _mm512_setzero_si512();
+        for (int i = 0; i < f->qb; i += 16) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), vid));
+            v = _mm512_max_epi32(_mm512_min_epi32(v, hi), lo);
+            _mm_storeu_si128((__m128i *)(qs + b * f->qb + i), _mm512_cvtepi32_epi8(v));
+            ssum = _mm512_add_epi32(ssum, v);
+            if ((i / 16) % nsub16 == nsub16 - 1) {
+                int32_t s = _mm512_reduce_add_epi32(ssum);
+                ac[(b * f->qb + i) / f->sb] = f->off ? -f->off * s : s;
+                ssum = _mm512_setzero_si512();
+            }
+        }
+    }
+}
+
+/* ---- float weights -------------------------------------------------------------------------- */
+
+INLINE __m512 load_w(const int type, const void *row, int64_t i, __mmask16 m) {
+    if (type == OB_TYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)row + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + i);
+    if (type == OB_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The canonical tree of ob_sum16. */
+INLINE float hsum_ps(__m512 v) {
+    __m256 t8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
+}
+
+INLINE void ftile(const int type, const int RR, const int C, const ob_weight *w, int64_t r, const float *x, int t,
+                  float *y, int64_t ldy) {
+    const int64_t k = w->n_in;
+    const void *rows[4];
+    for (int i = 0; i < RR; i++) rows[i] = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
+    __m512 acc[4][6];
+    for (int i = 0; i < RR; i++)
+        for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
+    for (int64_t kk = 0; kk < k; kk += 16) {
+        const __mmask16 m = k - kk >= 16 ? 0xFFFF : (__mmask16)((1u << (k - kk)) - 1);
+        __m512 wv[4];
+        for (int i = 0; i < RR; i++) wv[i] = load_w(type, rows[i], kk, m);
+        for (int c = 0; c < C; c++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + (t + c) * k + kk);
+            for (int i = 0; i < RR; i++) acc[i][c] = _mm512_fmadd_ps(wv[i], xv, acc[i][c]);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < RR; i++) y[(t + c) * ldy + i] = hsum_ps(acc[i][c]) * w->scale;
+}
+
+INLINE void gemm_f_type(const int type, const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y,
+                        int64_t ldy) {
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        int t = 0;
+        for (; t + 6 <= n; t += 6) ftile(type, 4, 6, w, r, x, t, y + (r - r0), ldy);
+        for (; t < n; t++) ftile(type, 4, 1, w, r, x, t, y + (r - r0), ldy);
+    }
+    for (; r < r1; r++) {
+        int t = 0;
+        for (; t + 6 <= n; t += 6) ftile(type, 1, 6, w, r, x, t, y + (r - r0), ldy);
+        for (; t < n; t++) ftile(type, 1, 1, w, r, x, t, y + (r - r0), ldy);
+    }
+}
+
+static void gemm_f32(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y, int64_t ldy, float *wb) {
+    gemm_f_type(OB_TYPE_F32, w, r0, r1, x, n, y, ldy);
+}
+static void gemm_f16(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y, int64_t ldy, float *wb) {
+    gemm_f_type(OB_TYPE_F16, w, r0, r1, x, n, y, ldy);
+}
+static void gemm_bf16(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y, int64_t ldy, float *wb) {
+    gemm_f_type(OB_TYPE_BF16, w, r0, r1, x, n, y, ldy);
+}
+
+/* ---- attention helpers ---------------------------------------------------------------------- */
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+    }
+    return hsum_ps(acc);
+}
+
+static float dot_f16(const float *a, const uint16_t *b, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc);
+    }
+    return hsum_ps(acc);
+}
+
+static void f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+    }
+}
+
+static void f32_to_f16(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+static void axpy(float *y, float a, const float *x, int64_t n) {
+    const __m512 va = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
+    const __m512 va = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, xv, _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static void pack(const ob_weight *w, int64_t r0, ob_panel *p) { ob_kpack_generic(w, r0, p); }
+
+static const ob_kernels table = {
+    .name = "avx512",
+    .R = 16,
+    .quant_row = quant_row,
+    .gemv = {[OB_TYPE_Q8_0] = gemv_q8_0, [OB_TYPE_Q4_0] = gemv_q4_0, [OB_TYPE_TQ2_0] = gemv_tq2_0,
+             [OB_TYPE_TQ1_0] = gemv_tq1_0, [OB_TYPE_I2_S] = gemv_i2_s, [OB_TYPE_Q4_K] = gemv_q4_K,
+             [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K},
+    .pack = {[OB_TYPE_Q8_0] = pack, [OB_TYPE_Q4_0] = pack, [OB_TYPE_TQ2_0] = pack, [OB_TYPE_TQ1_0] = pack,
+             [OB_TYPE_I2_S] = pack, [OB_TYPE_Q4_K] = pack, [OB_TYPE_Q5_K] = pack, [OB_TYPE_Q6_K] = pack},
+    .gemm = gemm,
+    .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
+    .dot_f32 = dot_f32,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
+    .axpy = axpy,
+    .axpy_f16 = axpy_f16,
+    .dot_f16 = dot_f16,
+};
+
+const ob_kernels *ob_kernels_avx512_table(void) { return &table; }
+
+#else
+const ob_kernels *ob_kernels_avx512_table(void) { return 0; }
+#endif

@@ -1,0 +1,401 @@
+/* test_kernels.c — the CPU kernel tables against the reference routines and against each other.
+ *
+ * For every weight type with kernels, on random shapes with ragged edges (rows not a multiple of
+ * the panel width or thread count, odd block counts, 1..n tokens) and on both quantized random
+ * weights and random bytes (every code, including ones no quantizer writes):
+ *  - the block decoders rebuild exactly what format/quant_ref*.c's to_float returns;
+ *  - the scalar table's quantized activations are within half a step of the input, and a row
+ *    already on an int8 grid (BitNet's act_quant_i8) is reproduced exactly;
+ *  - the scalar table's matmul equals the exact dot product of the dequantized weights with the
+ *    quantized activations up to float rounding (integer sums are exact);
+ *  - every other table this CPU runs (AVX2, AVX-VNNI, AVX-512) produces the same bits as the
+ *    scalar one: activations, decode (gemv) and prompt (packed gemm) kernels alike, and the
+ *    gemm equals the gemv (a prompt and a decode step give the same logits).
+ * Float weights (f32, f16, bf16) and the attention helpers likewise.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "format/quant.h"
+#include "format/quant_tensor.h"
+#include "test.h"
+
+static uint64_t rnext(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+static float runi(uint64_t *s) { return (float)(rnext(s) >> 40) / 16777216.0f * 2.0f - 1.0f; }
+static float rnorm(uint64_t *s) { return (runi(s) + runi(s) + runi(s) + runi(s)) * 0.866f; }
+
+static void *amalloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64)) return NULL;
+    return p;
+}
+
+/* Byte offsets of the fp16 scales inside one block of each type (random-byte weights get
+ * finite scales there). */
+static int scale_offsets(int type, int off[2]) {
+    switch (type) {
+    case OB_TYPE_Q8_0: case OB_TYPE_Q4_0: off[0] = 0; return 1;
+    case OB_TYPE_TQ2_0: off[0] = 64; return 1;
+    case OB_TYPE_TQ1_0: off[0] = 52; return 1;
+    case OB_TYPE_Q4_K: case OB_TYPE_Q5_K: off[0] = 0; off[1] = 2; return 2;
+    case OB_TYPE_Q6_K: off[0] = 208; return 1;
+    default: return 0;
+    }
+}
+
+/* A weight of type with n_out rows of n_in. bytes: random bytes with finite scales; else the
+ * reference quantization of random floats. deq: [n_out][n_in] the reference dequantization. */
+static void *make_weight(int type, int64_t n_in, int64_t n_out, int bytes, uint64_t *rs, ob_weight *w, float *deq) {
+    const ob_type_traits *tt = ob_type_get(type);
+    size_t rowb = ob_type_row_size(type, n_in), total = ob_type_tensor_size(type, n_in, n_out);
+    uint8_t *data = amalloc(total + 64);
+    float *src = malloc((size_t)(n_in * n_out) * sizeof(float));
+    for (int64_t i = 0; i < n_in * n_out; i++) src[i] = rnorm(rs) * 0.05f;
+    if (bytes) {
+        for (size_t i = 0; i < total; i++) data[i] = (uint8_t)rnext(rs);
+        int off[2], no = scale_offsets(type, off);
+        for (int64_t r = 0; r < n_out; r++)
+            for (int64_t b = 0; b < n_in / tt->block_size; b++)
+                for (int j = 0; j < no; j++) {
+                    uint16_t h = ob_fp32_to_fp16(runi(rs) * 0.01f);
+                    uint8_t *p = data + r * rowb + b * tt->type_size + off[j];
+                    p[0] = (uint8_t)h;
+                    p[1] = (uint8_t)(h >> 8);
+                }
+    } else {
+        ob_tensor_quantize(type, src, data, n_in, n_out);
+    }
+    *w = (ob_weight){data, type, n_in, n_out, rowb, 1.0f};
+    if (type == OB_TYPE_I2_S) w->scale = bytes ? 0.75f : ob_tensor_scale(type, data, n_in, n_out);
+    for (int64_t r = 0; r < n_out; r++) {
+        tt->to_float(data + r * rowb, deq + r * n_in, n_in);
+        if (w->scale != 1.0f)
+            for (int64_t i = 0; i < n_in; i++) deq[r * n_in + i] *= w->scale;
+    }
+    free(src);
+    return data;
+}
+
+/* Activations: random rows, and (on_grid) rows of BitNet's act_quant_i8 form q / s. */
+static void make_acts(float *x, int n, int64_t k, int on_grid, uint64_t *rs) {
+    for (int t = 0; t < n; t++) {
+        float *xi = x + (size_t)t * k;
+        for (int64_t i = 0; i < k; i++) xi[i] = rnorm(rs) * (i % 17 == 3 ? 8.0f : 1.0f);
+        if (!on_grid) continue;
+        float mx = 0;
+        for (int64_t i = 0; i < k; i++) mx = fmaxf(mx, fabsf(xi[i]));
+        float s = (1.0f / mx) * 127.0f;
+        for (int64_t i = 0; i < k; i++) xi[i] = nearbyintf(xi[i] * s) / s;
+    }
+}
+
+static int tables(const ob_kernels *out[4]) {
+    int n = 0;
+    const ob_kernels *all[] = {ob_kernels_avx2(), ob_kernels_avxvnni(), ob_kernels_avx512()};
+    for (int i = 0; i < 3; i++)
+        if (all[i]) out[n++] = all[i];
+    return n;
+}
+
+/* ---- decoders ------------------------------------------------------------------------------- */
+
+static const int itypes[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0,
+                             OB_TYPE_I2_S, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K};
+#define N_ITYPES (int)(sizeof itypes / sizeof itypes[0])
+
+static void test_decoders(uint64_t *rs) {
+    for (int ti = 0; ti < N_ITYPES; ti++) {
+        int type = itypes[ti];
+        const ob_kfmt *f = ob_kfmt_get(type);
+        ob_kdec_fn dec = ob_kdec_get(type);
+        int64_t n_in = 4 * ob_type_get(type)->block_size;
+        float deq[4 * 256];
+        ob_weight w;
+        int bad = 0;
+        for (int bytes = 0; bytes < 2; bytes++) {
+            void *data = make_weight(type, n_in, 1, bytes, rs, &w, deq);
+            for (int64_t b = 0; b < n_in / f->qb; b++) {
+                uint8_t codes[256];
+                int32_t sc[16], mn[16];
+                float dw = 0, dm = 0;
+                for (int j = 0; j < 16; j++) sc[j] = 1, mn[j] = 0;
+                dec(data, b, codes, sc, mn, &dw, &dm);
+                for (int e = 0; e < f->qb; e++) {
+                    int j = e / f->sb;
+                    float v = f->has_sc ? (dw * (float)sc[j]) * (float)(codes[e] - f->off) : (float)(codes[e] - f->off) * dw;
+                    if (f->has_mn) v = v - (-dm) * (float)mn[j];
+                    v *= w.scale;
+                    if (memcmp(&v, &deq[b * f->qb + e], 4) != 0 && v != deq[b * f->qb + e]) bad++;
+                }
+            }
+            free(data);
+        }
+        if (bad) fprintf(stderr, "  kernels: %s decoder differs from the reference at %d values\n", ob_type_name(type), bad);
+        CHECK_EQ_INT(bad, 0);
+    }
+}
+
+/* ---- activation quantizer -------------------------------------------------------------------- */
+
+static void test_quant(uint64_t *rs) {
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    int ns = tables(simd);
+    static const int fmts[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_Q4_K, OB_TYPE_Q6_K};
+    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        const ob_kfmt *f = ob_kfmt_get(fmts[fi]);
+        for (int on_grid = 0; on_grid < 2; on_grid++) {
+            int64_t k = f->qb * (1 + (int64_t)(rnext(rs) % 5));
+            float *x = malloc((size_t)k * sizeof(float));
+            make_acts(x, 1, k, on_grid, rs);
+            if (on_grid == 0 && k > f->qb) memset(x, 0, (size_t)f->qb * sizeof(float)); /* an all-zero block */
+            size_t bytes = ob_q8act_bytes(1, k, f);
+            void *m0 = amalloc(bytes), *m1 = amalloc(bytes);
+            memset(m0, 0, bytes);
+            ob_q8act a0, a1;
+            ob_q8act_init(&a0, m0, 1, k, f);
+            sc->quant_row(x, k, f, a0.qs, a0.d, a0.ac);
+            double worst = 0;
+            for (int64_t i = 0; i < k; i++) {
+                float d = a0.d[i / f->qb];
+                double e = fabs((double)x[i] - (double)a0.qs[i] * d);
+                double lim = on_grid ? 1e-6 * fabs(x[i]) + 1e-30 : 0.5 * d * (1 + 1e-5);
+                if (e > lim && e - lim > worst) worst = e - lim;
+            }
+            CHECK(worst == 0);
+            for (int64_t j = 0; j < k / f->sb; j++) {
+                int32_t s = 0;
+                for (int e = 0; e < f->sb; e++) s += a0.qs[j * f->sb + e];
+                CHECK_EQ_INT(a0.ac[j], f->off ? -f->off * s : s);
+            }
+            for (int i = 0; i < ns; i++) {
+                memset(m1, 0x55, bytes);
+                ob_q8act_init(&a1, m1, 1, k, f);
+                simd[i]->quant_row(x, k, f, a1.qs, a1.d, a1.ac);
+                int same = !memcmp(a0.qs, a1.qs, (size_t)k) && !memcmp(a0.d, a1.d, (size_t)(k / f->qb) * 4) &&
+                           !memcmp(a0.ac, a1.ac, (size_t)(k / f->sb) * 4);
+                if (!same) fprintf(stderr, "  kernels: %s quant_row differs from scalar (qb %d, grid %d)\n", simd[i]->name, f->qb, on_grid);
+                CHECK(same);
+            }
+            free(m0);
+            free(m1);
+            free(x);
+        }
+    }
+}
+
+/* ---- integer matmul -------------------------------------------------------------------------- */
+
+static int run_gemm(const ob_kernels *kt, const ob_weight *w, const ob_q8act *a, int n, float *y) {
+    const ob_kfmt *f = ob_kfmt_get(w->type);
+    size_t pb = ob_panel_bytes(w->n_in, kt->R, f);
+    void *pm = amalloc(pb);
+    ob_panel p;
+    ob_panel_init(&p, pm, w->n_in, kt->R, f);
+    for (int64_t r = 0; r < w->n_out; r += kt->R) {
+        p.nr = (int)(w->n_out - r < kt->R ? w->n_out - r : kt->R);
+        kt->pack[w->type](w, r, &p);
+        /* two token ranges, to exercise every tile width */
+        int mid = n / 2;
+        kt->gemm(f, &p, a, 0, mid, y + r, w->n_out);
+        kt->gemm(f, &p, a, mid, n, y + (size_t)mid * w->n_out + r, w->n_out);
+    }
+    free(pm);
+    return 0;
+}
+
+static void test_int_matmul(uint64_t *rs) {
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    int ns = tables(simd);
+    int n_cases = 0, n_bad_ref = 0, n_bad_gemm = 0, n_bad_simd = 0;
+    for (int ti = 0; ti < N_ITYPES; ti++) {
+        int type = itypes[ti];
+        const ob_kfmt *f = ob_kfmt_get(type);
+        for (int rep = 0; rep < 6; rep++) {
+            int bs = ob_type_get(type)->block_size;
+            int64_t nblk = 1 + (int64_t)(rnext(rs) % (bs >= 256 ? 4 : bs == 128 ? 7 : 11));
+            int64_t n_in = nblk * bs;
+            static const int64_t outs[] = {1, 7, 16, 17, 33, 40};
+            int64_t n_out = outs[rep];
+            int n = 1 + (int)(rnext(rs) % 13);
+            int bytes = rep & 1, on_grid = rep % 3 == 2;
+            float *deq = malloc((size_t)(n_in * n_out) * sizeof(float));
+            ob_weight w;
+            void *data = make_weight(type, n_in, n_out, bytes, rs, &w, deq);
+            float *x = malloc((size_t)(n * n_in) * sizeof(float));
+            make_acts(x, n, n_in, on_grid, rs);
+            size_t ab = ob_q8act_bytes(n, n_in, f);
+            void *am = amalloc(ab);
+            ob_q8act a;
+            ob_q8act_init(&a, am, n, n_in, f);
+            for (int t = 0; t < n; t++)
+                sc->quant_row(x + t * n_in, n_in, f, a.qs + t * n_in, a.d + t * (n_in / f->qb), a.ac + t * (n_in / f->sb));
+            size_t ny = (size_t)(n * n_out);
+            float *y0 = malloc(ny * 4), *y1 = malloc(ny * 4), *y2 = malloc(ny * 4);
+            for (int t = 0; t < n; t++) sc->gemv[type](&w, 0, n_out, &a, t, y0 + t * n_out);
+            /* against the exact dot product of the reference weights and the quantized activations */
+            for (int t = 0; t < n; t++)
+                for (int64_t r = 0; r < n_out; r++) {
+                    double s = 0, mag = 0;
+                    for (int64_t i = 0; i < n_in; i++) {
+                        double xq = (double)a.qs[t * n_in + i] * a.d[t * (n_in / f->qb) + i / f->qb];
+                        s += (double)deq[r * n_in + i] * xq;
+                        mag += fabs((double)deq[r * n_in + i] * xq);
+                    }
+                    if (fabs(y0[t * n_out + r] - s) > 2e-6 * mag + 1e-30) {
+                        if (!n_bad_ref) fprintf(stderr, "  kernels: %s scalar gemv %g, exact %g (n_in %lld)\n", ob_type_name(type), y0[t * n_out + r], s, (long long)n_in);
+                        n_bad_ref++;
+                    }
+                    /* and, loosely, against the float activations */
+                    double sx = 0, lim = 0;
+                    for (int64_t i = 0; i < n_in; i++) {
+                        sx += (double)deq[r * n_in + i] * x[t * n_in + i];
+                        lim += fabs((double)deq[r * n_in + i]) * 0.5 * a.d[t * (n_in / f->qb) + i / f->qb];
+                    }
+                    if (fabs(y0[t * n_out + r] - sx) > lim * 1.001 + 2e-6 * mag + 1e-30) n_bad_ref++;
+                }
+            run_gemm(sc, &w, &a, n, y1);
+            if (memcmp(y0, y1, ny * 4)) {
+                fprintf(stderr, "  kernels: %s scalar gemm differs from gemv\n", ob_type_name(type));
+                n_bad_gemm++;
+            }
+            for (int i = 0; i < ns; i++) {
+                memset(y2, 0, ny * 4);
+                for (int t = 0; t < n; t++) {
+                    /* split the rows like two threads with a ragged boundary */
+                    int64_t mid = n_out / 3;
+                    simd[i]->gemv[type](&w, 0, mid, &a, t, y2 + t * n_out);
+                    simd[i]->gemv[type](&w, mid, n_out, &a, t, y2 + t * n_out + mid);
+                }
+                if (memcmp(y0, y2, ny * 4)) {
+                    fprintf(stderr, "  kernels: %s %s gemv differs from scalar (n_in %lld n_out %lld bytes %d grid %d)\n",
+                            simd[i]->name, ob_type_name(type), (long long)n_in, (long long)n_out, bytes, on_grid);
+                    n_bad_simd++;
+                }
+                memset(y2, 0, ny * 4);
+                run_gemm(simd[i], &w, &a, n, y2);
+                if (memcmp(y0, y2, ny * 4)) {
+                    fprintf(stderr, "  kernels: %s %s gemm differs from scalar (n_in %lld n_out %lld n %d)\n", simd[i]->name,
+                            ob_type_name(type), (long long)n_in, (long long)n_out, n);
+                    n_bad_simd++;
+                }
+            }
+            n_cases++;
+            free(y0), free(y1), free(y2), free(am), free(x), free(data), free(deq);
+        }
+    }
+    CHECK_EQ_INT(n_bad_ref, 0);
+    CHECK_EQ_INT(n_bad_gemm, 0);
+    CHECK_EQ_INT(n_bad_simd, 0);
+    CHECK(n_cases == N_ITYPES * 6);
+}
+
+/* ---- float matmul ---------------------------------------------------------------------------- */
+
+static void test_float_matmul(uint64_t *rs) {
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    int ns = tables(simd);
+    static const int ftypes[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16};
+    int bad_ref = 0, bad_simd = 0;
+    for (size_t fi = 0; fi < 3; fi++)
+        for (int rep = 0; rep < 4; rep++) {
+            int type = ftypes[fi];
+            int64_t n_in = 1 + (int64_t)(rnext(rs) % 300), n_out = 1 + (int64_t)(rnext(rs) % 23);
+            int n = 1 + (int)(rnext(rs) % 14);
+            float *deq = malloc((size_t)(n_in * n_out) * 4);
+            ob_weight w;
+            void *data = make_weight(type, n_in, n_out, 0, rs, &w, deq);
+            float *x = malloc((size_t)(n * n_in) * 4), *wb = malloc((size_t)n_in * 16);
+            make_acts(x, n, n_in, 0, rs);
+            size_t ny = (size_t)(n * n_out);
+            float *y0 = malloc(ny * 4), *y1 = malloc(ny * 4);
+            sc->gemm_f[type](&w, 0, n_out, x, n, y0, n_out, wb);
+            for (int t = 0; t < n; t++)
+                for (int64_t r = 0; r < n_out; r++) {
+                    double s = 0, mag = 0;
+                    for (int64_t i = 0; i < n_in; i++) {
+                        s += (double)deq[r * n_in + i] * x[t * n_in + i];
+                        mag += fabs((double)deq[r * n_in + i] * x[t * n_in + i]);
+                    }
+                    if (fabs(y0[t * n_out + r] - s) > 1e-6 * mag + 1e-30) bad_ref++;
+                }
+            for (int i = 0; i < ns; i++) {
+                int64_t mid = n_out / 2;
+                simd[i]->gemm_f[type](&w, 0, mid, x, n, y1, n_out, wb);
+                simd[i]->gemm_f[type](&w, mid, n_out, x, n, y1 + mid, n_out, wb);
+                if (memcmp(y0, y1, ny * 4)) {
+                    fprintf(stderr, "  kernels: %s %s gemm_f differs from scalar (n_in %lld)\n", simd[i]->name, ob_type_name(type), (long long)n_in);
+                    bad_simd++;
+                }
+            }
+            free(y0), free(y1), free(x), free(wb), free(data), free(deq);
+        }
+    CHECK_EQ_INT(bad_ref, 0);
+    CHECK_EQ_INT(bad_simd, 0);
+}
+
+/* ---- attention helpers ----------------------------------------------------------------------- */
+
+static void test_helpers(uint64_t *rs) {
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    int ns = tables(simd);
+    for (int rep = 0; rep < 5; rep++) {
+        int64_t n = 1 + (int64_t)(rnext(rs) % 200);
+        float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *y0 = malloc((size_t)n * 4), *y1 = malloc((size_t)n * 4);
+        uint16_t *h0 = malloc((size_t)n * 2), *h1 = malloc((size_t)n * 2);
+        for (int64_t i = 0; i < n; i++) a[i] = rnorm(rs), b[i] = rnorm(rs), y0[i] = y1[i] = rnorm(rs);
+        sc->f32_to_f16(b, h0, n);
+        int ok = 1;
+        for (int64_t i = 0; i < n; i++) ok &= h0[i] == ob_fp32_to_fp16(b[i]);
+        CHECK(ok);
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+        CHECK(fabs(sc->dot_f32(a, b, n) - s) < 1e-4);
+        for (int i = 0; i < ns; i++) {
+            simd[i]->f32_to_f16(b, h1, n);
+            CHECK(!memcmp(h0, h1, (size_t)n * 2));
+            float f0 = sc->dot_f32(a, b, n), f1 = simd[i]->dot_f32(a, b, n);
+            CHECK(!memcmp(&f0, &f1, 4));
+            f0 = sc->dot_f16(a, h0, n), f1 = simd[i]->dot_f16(a, h0, n);
+            CHECK(!memcmp(&f0, &f1, 4));
+            memcpy(y1, y0, (size_t)n * 4);
+            float *z0 = malloc((size_t)n * 4);
+            memcpy(z0, y0, (size_t)n * 4);
+            sc->axpy(z0, 0.37f, a, n);
+            simd[i]->axpy(y1, 0.37f, a, n);
+            CHECK(!memcmp(z0, y1, (size_t)n * 4));
+            memcpy(z0, y0, (size_t)n * 4);
+            memcpy(y1, y0, (size_t)n * 4);
+            sc->axpy_f16(z0, -1.5f, h0, n);
+            simd[i]->axpy_f16(y1, -1.5f, h0, n);
+            CHECK(!memcmp(z0, y1, (size_t)n * 4));
+            sc->f16_to_f32(h0, z0, n);
+            simd[i]->f16_to_f32(h0, y1, n);
+            CHECK(!memcmp(z0, y1, (size_t)n * 4));
+            free(z0);
+        }
+        free(a), free(b), free(y0), free(y1), free(h0), free(h1);
+    }
+}
+
+OB_SUITE(kernels) {
+    uint64_t rs = 0x243F6A8885A308D3ull;
+    const ob_kernels *simd[4];
+    int ns = tables(simd);
+    if (ob_test_verbose) {
+        fprintf(stderr, "  kernels: scalar");
+        for (int i = 0; i < ns; i++) fprintf(stderr, ", %s", simd[i]->name);
+        fprintf(stderr, " (best: %s)\n", ob_kernels_best()->name);
+    }
+    test_decoders(&rs);
+    test_quant(&rs);
+    test_int_matmul(&rs);
+    test_float_matmul(&rs);
+    test_helpers(&rs);
+}
