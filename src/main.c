@@ -14,6 +14,7 @@ static const struct {
     {"run", ob_cmd_run, "generate a continuation of a prompt"},
     {"bench", ob_cmd_bench, "prompt-processing and decode speed (like llama-bench)"},
     {"convert", ob_cmd_convert, "Hugging Face checkpoint (or random weights) -> GGUF"},
+    {"quantize", ob_cmd_quantize, "GGUF -> GGUF of another weight type (llama-quantize's types and mixes)"},
     {"perplexity", ob_cmd_perplexity, "perplexity of a model over a text file"},
     {"registry", ob_cmd_registry, "architectures and weight types this build runs"},
     {"tokenize", ob_cmd_tokenize, "token ids of a text (or --decode: the text of ids)"},

@@ -90,7 +90,7 @@ static const level_table *table_for(const ob_levels *lv, level_table *scratch) {
 static inline int level_table_nearest(const level_table *t, int n, float v) {
     if (!(v > -128.0f)) return 0;
     if (v >= 127.0f) v = 127.0f;
-    int k = t->tbl[(int)floorf(v) + 128];
+    int k = t->tbl[(int)(v + 128.0f)]; /* v + 128 >= 0: truncation is floor, and no libm call */
     if (k + 1 < n && v - t->v[k] > t->v[k + 1] - v) k++;
     return k;
 }

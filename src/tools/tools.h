@@ -3,6 +3,7 @@
 #define OB_TOOLS_H
 
 int ob_cmd_convert(int argc, char **argv);
+int ob_cmd_quantize(int argc, char **argv);
 int ob_cmd_run(int argc, char **argv);
 int ob_cmd_bench(int argc, char **argv);
 int ob_cmd_registry(int argc, char **argv);
