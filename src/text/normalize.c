@@ -180,9 +180,9 @@ static int per_char(int what, const char *s, size_t n, ob_strbuf *dst) {
         } else if (what == N_STRIP_ACCENTS) {
             if (!ob_uni_is_mark(cp)) rc = ob_strbuf_put(dst, s + i, l);
         } else if (what == 'm') {          /* BERT strip accents, after NFD */
-            if (!ob_uni_is_mn(cp)) rc = ob_strbuf_put(dst, s + i, l);
+            if (!ob_uni8_is_mn(cp)) rc = ob_strbuf_put(dst, s + i, l);
         } else if (what == 'c') {          /* BERT clean_text */
-            int ctl = cp != '\t' && cp != '\n' && cp != '\r' && ob_uni_is_other(cp);
+            int ctl = cp != '\t' && cp != '\n' && cp != '\r' && ob_uni8_is_other(cp);
             if (cp == 0 || cp == 0xFFFD || ctl) rc = 0;
             else if (cp == '\t' || cp == '\n' || cp == '\r' || ob_uni_is_whitespace(cp)) rc = ob_strbuf_put(dst, " ", 1);
             else rc = ob_strbuf_put(dst, s + i, l);
@@ -271,7 +271,7 @@ static int run_step(const nstep *st, const char *s, size_t n, ob_strbuf *dst, ob
                 for (size_t r = 0; r < o->n;) {
                     int32_t cp;
                     size_t l = ob_utf8_next((const unsigned char *)o->p + r, o->n - r, &cp);
-                    if (!ob_uni_is_mn(cp)) { memmove(o->p + w, o->p + r, l); w += l; }
+                    if (!ob_uni8_is_mn(cp)) { memmove(o->p + w, o->p + r, l); w += l; }
                     r += l;
                 }
                 o->n = w;

@@ -229,7 +229,7 @@ static int seg_add(ob_prechain_scratch *sc, int lv, size_t *n, size_t s, size_t 
 
 static int char_in(int cls, int32_t cp) {
     if (cls == C_WHITESPACE) return ob_uni_is_whitespace(cp);
-    if (cls == C_PUNCT) return ob_uni_is_punct(cp);
+    if (cls == C_PUNCT) return ob_uni8_is_punct(cp);
     if (cls == C_NUMERIC) return ob_uni_is_numeric(cp);
     return 0;
 }

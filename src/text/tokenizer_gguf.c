@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "text/tokenizer_int.h"
+#include "text/tokenizer_json.h"
 
 #define KEY_MODEL "tokenizer.ggml.model"
 #define KEY_PRE "tokenizer.ggml.pre"
@@ -83,6 +84,25 @@ int ob_tokenizer_load_gguf(const ob_gguf_t *g, ob_tokenizer_t **out, char *err, 
     *out = NULL;
     memset(&s, 0, sizeof s);
     if (!g) { snprintf(err, errlen, "tokenizer: no file"); return -1; }
+    const ob_gguf_value *hv = ob_gguf_get(g, OB_GGUF_KEY_HF);
+    if (hv) {   /* written by 1bit convert: the exact tokenizer.json pipeline */
+        if (hv->type != OB_GGUF_STRING || (!hv->v.str.ptr && hv->v.str.len)) {
+            snprintf(err, errlen, "%s: expected a string", OB_GGUF_KEY_HF);
+            return -1;
+        }
+        if (ob_tokenizer_gguf_hf(g, hv->v.str.ptr ? hv->v.str.ptr : "", (size_t)hv->v.str.len, out, err, errlen)) return -1;
+        ob_tokenizer_t *t = *out;
+        int32_t b = -1, e = -1;
+        if (read_id(g, "tokenizer.ggml.bos_token_id", -1, t->n_vocab, &b, err, errlen) ||
+            read_id(g, "tokenizer.ggml.eos_token_id", -1, t->n_vocab, &e, err, errlen)) {
+            ob_tokenizer_free(t);
+            *out = NULL;
+            return -1;
+        }
+        if (b >= 0) t->bos = b;
+        if (e >= 0) { t->eos = e; t->flags[e] |= TOKF_EOG; }
+        return 0;
+    }
 
     int got = ob_gguf_get_str(g, KEY_MODEL, &model, err, errlen);
     if (got < 0) return -1;

@@ -10,6 +10,8 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <pthread.h>
+#include <unicode/uchar.h>
 #include <utf8proc.h>
 
 #include <stdio.h>
@@ -113,12 +115,29 @@ int ob_uni_is_punct(int32_t cp) {
     return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
 }
 
+/* unicode_categories' is_other, which Hugging Face's BertNormalizer calls, is Cc, Cf and Co:
+ * unassigned code points (Cn) and surrogates are not in it. */
 int ob_uni_is_other(int32_t cp) {
     int c = cat(cp);
-    return c == UTF8PROC_CATEGORY_CN || c >= UTF8PROC_CATEGORY_CC;
+    return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CO;
 }
 
 int ob_uni_is_mn(int32_t cp) { return cat(cp) == UTF8PROC_CATEGORY_MN; }
+
+static int assigned_by_8(int32_t cp) {
+    UVersionInfo v;
+    if (cp < 0 || cp > 0x10FFFF) return 0;
+    u_charAge(cp, v);
+    return v[0] != 0 && v[0] <= 8;
+}
+
+int ob_uni8_is_punct(int32_t cp) {
+    if (cp >= 0 && cp < 0x80) return ob_uni_is_punct(cp);
+    return ob_uni_is_punct(cp) && assigned_by_8(cp);
+}
+
+int ob_uni8_is_other(int32_t cp) { return ob_uni_is_other(cp) && assigned_by_8(cp); }
+int ob_uni8_is_mn(int32_t cp) { return ob_uni_is_mn(cp) && assigned_by_8(cp); }
 
 int ob_uni_is_mark(int32_t cp) {
     int c = cat(cp);
@@ -134,6 +153,77 @@ int ob_uni_lower(int32_t cp, int32_t out[2]) {
 
 /* ---- regexes ------------------------------------------------------------------------------ */
 
+/* Characters utf8proc assigns and PCRE2 does not know: [n_newer] (code point, category). */
+static struct { int32_t cp; uint8_t cat; } *newer;
+static size_t n_newer;
+static pthread_once_t newer_once = PTHREAD_ONCE_INIT;
+
+static void newer_init(void) {
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *cn = pcre2_compile((PCRE2_SPTR) "\\p{Cn}", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    pcre2_match_data *md = cn ? pcre2_match_data_create(1, NULL) : NULL;
+    size_t cap = 0;
+    if (!md) goto done;
+    (void)pcre2_jit_compile(cn, PCRE2_JIT_COMPLETE);
+    for (int32_t cp = 0; cp <= 0x10FFFF; cp++) {
+        if (cp == 0xD800) cp = 0xE000;
+        int c = utf8proc_category(cp);
+        if (c == UTF8PROC_CATEGORY_CN || c == UTF8PROC_CATEGORY_CO) continue;
+        char u[4];
+        size_t l = ob_utf8_put(cp, u);
+        if (pcre2_match(cn, (PCRE2_SPTR)u, l, 0, 0, md, NULL) < 0) continue;   /* PCRE2 knows it */
+        if (n_newer == cap) {
+            cap = cap ? cap * 2 : 1024;
+            void *nn = realloc(newer, cap * sizeof *newer);
+            if (!nn) break;
+            newer = nn;
+        }
+        newer[n_newer].cp = cp;
+        newer[n_newer].cat = (uint8_t)c;
+        n_newer++;
+    }
+done:
+    pcre2_match_data_free(md);
+    pcre2_code_free(cn);
+}
+
+/* Categories a \p{NAME} covers, as a bit set of utf8proc categories; 0 if NAME is not a general
+ * category (a script name: left to PCRE2 alone). */
+static uint32_t prop_cats(const char *name, size_t n) {
+    static const char *const two[] = {"Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd",
+                                      "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf"};
+    if (n == 2) {
+        for (uint32_t i = 1; i < sizeof two / sizeof *two; i++) if (memcmp(name, two[i], 2) == 0) return 1u << i;
+        return 0;
+    }
+    if (n != 1) return 0;
+    switch (name[0]) {
+    case 'L': return 0x3Eu;          /* Lu..Lo */
+    case 'M': return 0x1C0u;         /* Mn, Mc, Me */
+    case 'N': return 0xE00u;         /* Nd, Nl, No */
+    case 'P': return 0x7F000u;       /* Pc..Po */
+    case 'S': return 0x780000u;      /* Sm..So */
+    case 'Z': return 0x3800000u;     /* Zs, Zl, Zp */
+    }
+    return 0;
+}
+
+/* Appends the newer characters of the categories as class members (\x{..}-\x{..} ranges). */
+static int put_newer(ob_strbuf *o, uint32_t cats) {
+    pthread_once(&newer_once, newer_init);
+    for (size_t i = 0; i < n_newer;) {
+        if (!(cats & (1u << newer[i].cat))) { i++; continue; }
+        size_t j = i;
+        while (j + 1 < n_newer && newer[j + 1].cp == newer[j].cp + 1 && (cats & (1u << newer[j + 1].cat))) j++;
+        char r[40];
+        int k = snprintf(r, sizeof r, j > i ? "\\x{%X}-\\x{%X}" : "\\x{%X}", (unsigned)newer[i].cp, (unsigned)newer[j].cp);
+        if (ob_strbuf_put(o, r, (size_t)k)) return -1;
+        i = j + 1;
+    }
+    return 0;
+}
+
 #define WS_CLASS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 static int rewrite(const char *p, size_t n, ob_strbuf *o) {
@@ -143,6 +233,28 @@ static int rewrite(const char *p, size_t n, ob_strbuf *o) {
         if (c == '\\' && i + 1 < n) {
             char d = p[i + 1];
             int r = 0;
+            if ((d == 'p' || d == 'P') && i + 2 < n) {
+                /* \pX or \p{NAME}: widened with the characters PCRE2's tables lack */
+                size_t nb = 1, ne = i + 3;
+                const char *nm = p + i + 2;
+                if (p[i + 2] == '{') {
+                    nm++;
+                    size_t e = i + 3;
+                    while (e < n && p[e] != '}') e++;
+                    nb = e - (i + 3);
+                    ne = e + 1;
+                }
+                uint32_t cats = ne <= n && nm[0] != '^' ? prop_cats(nm, nb) : 0;
+                if (cats && (d == 'p' || !in_class)) {
+                    int neg = d == 'P';
+                    r = (!in_class && ob_strbuf_put(o, neg ? "[^" : "[", neg ? 2 : 1)) || ob_strbuf_put(o, "\\p{", 3) ||
+                        ob_strbuf_put(o, nm, nb) || ob_strbuf_put(o, "}", 1) || put_newer(o, cats) ||
+                        (!in_class && ob_strbuf_put(o, "]", 1));
+                    if (r) return -1;
+                    i = ne - 1;
+                    continue;
+                }
+            }
             if (d == 's') r = in_class ? ob_strbuf_put(o, WS_CLASS, strlen(WS_CLASS)) : ob_strbuf_put(o, "[" WS_CLASS "]", strlen(WS_CLASS) + 2);
             else if (d == 'S' && !in_class) r = ob_strbuf_put(o, "[^" WS_CLASS "]", strlen(WS_CLASS) + 3);
             else r = ob_strbuf_put(o, p + i, 2);

@@ -35,9 +35,13 @@ int ob_uni_is_numeric(int32_t cp);      /* Nd, Nl, No (char::is_numeric) */
 int ob_uni_is_alnum(int32_t cp);        /* letters, marks of letters, numbers (char::is_alphanumeric) */
 int ob_uni_is_word(int32_t cp);         /* regex \w: letters, marks, Nd, Pc, joiners */
 int ob_uni_is_punct(int32_t cp);        /* P* or ASCII punctuation (BERT's is_punctuation) */
-int ob_uni_is_other(int32_t cp);        /* C* incl. unassigned (unicode_categories is_other) */
+int ob_uni_is_other(int32_t cp);        /* Cc, Cf, Co (unicode_categories is_other) */
 int ob_uni_is_mn(int32_t cp);           /* Mn */
 int ob_uni_is_mark(int32_t cp);         /* Mn, Mc, Me */
+/* The same tests as of Unicode 8.0 (the unicode_categories crate Hugging Face's BERT pieces use). */
+int ob_uni8_is_punct(int32_t cp);
+int ob_uni8_is_other(int32_t cp);
+int ob_uni8_is_mn(int32_t cp);
 /* Full lowercase mapping of one character (Rust char::to_lowercase): writes 1 or 2 code points. */
 int ob_uni_lower(int32_t cp, int32_t out[2]);
 

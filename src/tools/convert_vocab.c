@@ -1,30 +1,21 @@
 /* convert_vocab.c — config.json and tokenizer files -> GGUF keys, for `1bit convert`.
  *
- * Owns: reading HF config.json hyperparameters; turning a byte-level BPE tokenizer.json
- * (GPT-2 / Llama 3 / Qwen2 style) into llama.cpp's tokenizer.ggml.* keys (tokens ordered by
- * id, padded with [PAD<i>] like llama.cpp, token types, merges, the pre-tokenizer name matched
- * from the split regex, BOS/EOS, add_bos) plus the chat template; and a synthetic vocabulary
- * for random-weight models.
- * Does not own: tokenizing (text/tokenizer), SentencePiece tokenizer.model files (the
- * tokenizer issue adds them; until then such a checkpoint is refused with a message).
+ * Owns: reading HF config.json hyperparameters; the tokenizer keys of a checkpoint (the
+ * tokenizer.json -> GGUF mapping itself is text/tokenizer_export.c: byte-level BPE, SentencePiece-
+ * style BPE, WordPiece) plus the chat template; and a synthetic vocabulary for random-weight models.
+ * Does not own: tokenizing (text/), SentencePiece tokenizer.model files (checkpoints without a
+ * tokenizer.json are refused with a message).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/tokenizer_json.h"
 #include "tools/convert.h"
 
 #include "util/err.h"
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
-
-/* Split regexes of the pre-tokenizers llama.cpp names (as tokenizer.json spells them). */
-static const struct { const char *pre; const char *regex; } known_pre[] = {
-    {"llama-bpe",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-    {"qwen2",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
-};
 
 json_t *ob_cv_load_json(const char *path, char *err, size_t errlen) {
     json_error_t je;
@@ -95,34 +86,6 @@ int ob_cv_read_config(json_t *cfg, const char *path, ob_cv_hparams *hp, char *er
     return 0;
 }
 
-static const char *special_content(json_t *v) {
-    if (json_is_string(v)) return json_string_value(v);
-    if (json_is_object(v)) return json_string_value(json_object_get(v, "content"));
-    return NULL;
-}
-
-/* Picks llama.cpp's pre-tokenizer name from tokenizer.json's pre_tokenizer. */
-static int detect_pre(json_t *pt, const char **pre, char *err, size_t errlen) {
-    const char *type = json_string_value(json_object_get(pt, "type"));
-    if (type && strcmp(type, "ByteLevel") == 0) {
-        json_t *ur = json_object_get(pt, "use_regex");
-        if (!ur || json_is_true(ur)) { *pre = "gpt-2"; return 0; } /* llama.cpp spells it so */
-    }
-    if (type && strcmp(type, "Sequence") == 0) {
-        json_t *list = json_object_get(pt, "pretokenizers");
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            json_t *p = json_array_get(list, i);
-            const char *pty = json_string_value(json_object_get(p, "type"));
-            if (!pty || strcmp(pty, "Split") != 0) continue;
-            const char *re = json_string_value(json_object_get(json_object_get(p, "pattern"), "Regex"));
-            for (size_t k = 0; re && k < sizeof known_pre / sizeof known_pre[0]; k++)
-                if (strcmp(re, known_pre[k].regex) == 0) { *pre = known_pre[k].pre; return 0; }
-            return ERR("tokenizer.json: pre-tokenizer split regex '%s' is not one this converter knows", re ? re : "?");
-        }
-    }
-    return ERR("tokenizer.json: pre_tokenizer of type '%s' is not supported yet (byte-level BPE only)", type ? type : "?");
-}
-
 static int set_tokens(ob_gguf_writer_t *w, char **tokens, int32_t *types, int n) {
     ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, NULL, (uint64_t)n);
     ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, types, (uint64_t)n);
@@ -137,127 +100,20 @@ int ob_cv_vocab_from_dir(ob_gguf_writer_t *w, const char *dir, ob_cv_hparams *hp
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     char ignore[256];
     json_t *tc = ob_cv_load_json(path, ignore, sizeof ignore); /* optional */
-    int rc = -1, n = 0;
-    char **tokens = NULL;
-    int32_t *types = NULL;
-    const char **merges = NULL;
-    char **merge_bufs = NULL;
-    size_t n_merges = 0;
-
-    json_t *model = json_object_get(tj, "model");
-    const char *mtype = json_string_value(json_object_get(model, "type"));
-    json_t *vocab = json_object_get(model, "vocab");
-    if (!mtype || strcmp(mtype, "BPE") != 0 || !json_is_object(vocab)) {
-        ERR("%s/tokenizer.json: model type '%s' is not supported yet (byte-level BPE only)", dir, mtype ? mtype : "?");
-        goto done;
-    }
-    if (json_is_true(json_object_get(model, "byte_fallback"))) {
-        ERR("%s/tokenizer.json: SentencePiece-style BPE (byte_fallback) is not convertible yet", dir);
-        goto done;
-    }
-    const char *pre = NULL;
-    if (detect_pre(json_object_get(tj, "pre_tokenizer"), &pre, err, errlen)) goto done;
-
-    /* Vocabulary size: config's, grown to cover every id the tokenizer uses. */
-    n = hp->n_vocab;
-    const char *key;
-    json_t *val;
-    json_object_foreach(vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) > (1 << 24)) {
-            ERR("%s/tokenizer.json: vocab entry '%s' has a bad id", dir, key);
-            goto done;
-        }
-        if (json_integer_value(val) >= n) n = (int)json_integer_value(val) + 1;
-    }
-    json_t *added = json_object_get(tj, "added_tokens");
+    int rc = -1;
     size_t ai;
-    json_array_foreach(added, ai, val) {
-        json_t *id = json_object_get(val, "id");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > (1 << 24) ||
-            !json_is_string(json_object_get(val, "content"))) {
-            ERR("%s/tokenizer.json: added_tokens[%zu] is malformed", dir, ai);
-            goto done;
-        }
-        if (json_integer_value(id) >= n) n = (int)json_integer_value(id) + 1;
-    }
+    json_t *val;
+    int32_t n = 0, bos = hp->bos, eos = hp->eos;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    /* The tokenizer module checks the file, writes llama.cpp's keys for its model type and the
+     * 1bit key with the rest of the pipeline (text/tokenizer_export.c). */
+    if (ob_tokenizer_json_to_gguf(tj, tc, path, w, hp->n_vocab, &bos, &eos, &n, err, errlen)) goto done;
     if (n > hp->n_vocab) {
         ERR("%s/tokenizer.json: uses %d ids but config.json vocab_size is %d", dir, n, hp->n_vocab);
         goto done;
     }
-    tokens = calloc((size_t)n, sizeof *tokens);
-    types = calloc((size_t)n, sizeof *types);
-    if (!tokens || !types) { ERR("convert: out of memory"); goto done; }
-    json_object_foreach(vocab, key, val) {
-        int id = (int)json_integer_value(val);
-        free(tokens[id]);
-        tokens[id] = strdup(key);
-        types[id] = TT_NORMAL;
-    }
-    json_array_foreach(added, ai, val) {
-        int id = (int)json_integer_value(json_object_get(val, "id"));
-        free(tokens[id]);
-        tokens[id] = strdup(json_string_value(json_object_get(val, "content")));
-        types[id] = json_is_true(json_object_get(val, "special")) ? TT_CONTROL : TT_USER;
-    }
-    for (int i = 0; i < n; i++)
-        if (!tokens[i]) {
-            char buf[32];
-            snprintf(buf, sizeof buf, "[PAD%d]", i);
-            tokens[i] = strdup(buf);
-            types[i] = TT_UNUSED;
-        }
-
-    json_t *jm = json_object_get(model, "merges");
-    n_merges = json_array_size(jm);
-    merges = calloc(n_merges + 1, sizeof *merges);
-    merge_bufs = calloc(n_merges + 1, sizeof *merge_bufs);
-    for (size_t i = 0; i < n_merges; i++) {
-        json_t *m = json_array_get(jm, i);
-        if (json_is_string(m)) {
-            merges[i] = json_string_value(m);
-        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
-                   json_is_string(json_array_get(m, 1))) {
-            const char *a = json_string_value(json_array_get(m, 0)), *b = json_string_value(json_array_get(m, 1));
-            size_t len = strlen(a) + strlen(b) + 2;
-            merge_bufs[i] = malloc(len);
-            snprintf(merge_bufs[i], len, "%s %s", a, b);
-            merges[i] = merge_bufs[i];
-        } else {
-            ERR("%s/tokenizer.json: merges[%zu] is malformed", dir, i);
-            goto done;
-        }
-    }
-
-    /* BOS / EOS: config.json ids, else tokenizer_config.json's token strings. */
-    const char *names[2] = {special_content(json_object_get(tc, "bos_token")), special_content(json_object_get(tc, "eos_token"))};
-    int *ids[2] = {&hp->bos, &hp->eos};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; *ids[k] < 0 && names[k] && i < n; i++)
-            if (strcmp(tokens[i], names[k]) == 0) *ids[k] = i;
-    int add_bos = 0;
-    json_t *ab = json_object_get(tc, "add_bos_token");
-    if (json_is_boolean(ab)) {
-        add_bos = json_is_true(ab);
-    } else if (hp->bos >= 0 && hp->bos < n) {
-        /* A post-processor template that starts with BOS adds it (Llama 3). */
-        json_t *single = json_object_get(json_object_get(tj, "post_processor"), "single");
-        if (!single) {
-            json_t *procs = json_object_get(json_object_get(tj, "post_processor"), "processors");
-            for (size_t i = 0; !single && i < json_array_size(procs); i++)
-                single = json_object_get(json_array_get(procs, i), "single");
-        }
-        json_t *first = json_object_get(json_object_get(json_array_get(single, 0), "SpecialToken"), "id");
-        add_bos = json_is_string(first) && strcmp(json_string_value(first), tokens[hp->bos]) == 0;
-    }
-
-    ob_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    ob_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
-    set_tokens(w, tokens, types, n);
-    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, n_merges);
-    if (hp->bos >= 0 && hp->bos < n) ob_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)hp->bos);
-    if (hp->eos >= 0 && hp->eos < n) ob_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)hp->eos);
-    ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos);
-    ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    hp->bos = bos;
+    hp->eos = eos;
 
     json_t *tmpl = json_object_get(tc, "chat_template");
     if (json_is_array(tmpl)) { /* [{name, template}]: the "default" one */
@@ -287,12 +143,6 @@ int ob_cv_vocab_from_dir(ob_gguf_writer_t *w, const char *dir, ob_cv_hparams *hp
     hp->n_vocab = n;
     rc = 0;
 done:
-    for (int i = 0; tokens && i < n; i++) free(tokens[i]);
-    free(tokens);
-    free(types);
-    for (size_t i = 0; merge_bufs && i < n_merges; i++) free(merge_bufs[i]);
-    free(merge_bufs);
-    free(merges);
     json_decref(tj);
     json_decref(tc);
     return rc;
