@@ -444,7 +444,7 @@ static int is_known(const char *k) {
     static const char *const K[] = {"type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "properties",
         "required", "additionalProperties", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
         "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", NULL};
+        "exclusiveMaximum", "nullable", NULL};
     for (int i = 0; K[i]; i++) if (strcmp(k, K[i]) == 0) return 1;
     return 0;
 }
@@ -1085,6 +1085,21 @@ static const char *visit(conv *c, json_t *s, const char *hint, const char *path,
         if (is_annotation(k) || is_trivial(k, v)) continue;
         if (!is_known(k)) { fail(c, path, "unsupported keyword '%.60s'", k); return NULL; }
         if (strcmp(k, "$ref") != 0) has_assert = 1;
+    }
+    json_t *nullable = json_object_get(s, "nullable");   /* OpenAPI 3.0: the schema, or null */
+    if (nullable && !json_is_boolean(nullable)) { fail(c, path, "nullable must be a boolean"); return NULL; }
+    if (nullable) {
+        json_t *rest = json_copy(s);
+        json_object_del(rest, "nullable");
+        json_array_append_new(c->scratch, rest);
+        if (json_is_false(nullable)) return visit(c, rest, hint, path, depth + 1);
+        char h[200];
+        child_hint(h, sizeof h, hint, "nonnull");
+        const char *r = visit(c, rest, h, path, depth + 1), *nl = r ? prim(c, "null") : NULL;
+        if (!nl) return NULL;
+        ob_gbuf b = {0};
+        ob_gbuf_printf(&b, "%s | %s", r, nl);
+        return rule_from(c, hint, &b);
     }
     json_t *ref = json_object_get(s, "$ref");
     if (ref) {

@@ -232,6 +232,7 @@ static const case_t CASES[] = {
     {"{}", {"1", "\"s\"", "[]", "{\"a\":null}", "true"}, {"", "[", "tru"}},
     {"true", {"null", "[{}]"}, {"x"}},
     {"{\"description\":\"only annotations\",\"title\":\"t\"}", {"{}", "2"}, {"}"}},
+    {"{\"type\":\"integer\",\"nullable\":true,\"minimum\":3}", {"3", "null"}, {"2", "\"x\""}},
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\",\"z\"]}", {"{\"a\":1,\"z\":[]}"}, {"{\"a\":1}"}},
     {"{\"type\":\"object\",\"properties\":{\"a/b~c\":{\"type\":\"integer\"},\"\xC3\xA9\":{\"type\":\"integer\"},\"q\\\"\":{\"type\":\"null\"}},\"required\":[\"a/b~c\"]}",
      {"{\"a/b~c\":1}", "{\"a/b~c\":1,\"\xC3\xA9\":2,\"q\\\"\":null}"}, {"{\"ab\":1}"}},
