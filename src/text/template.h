@@ -55,11 +55,12 @@ typedef struct {
 
 /* From a tokenizer_config.json: its chat_template (a string, or a list of named templates:
  * `name` picks one; NULL picks "tool_use" when want_tools and present, else "default", as
- * transformers does), else a chat_template.jinja beside it, and its special tokens. */
+ * transformers does), else a chat_template.jinja beside it, and its special tokens.
+ * template_src is NULL when the config has no template (specials are still filled). */
 int ob_chat_source_from_tokenizer_config(const char *path, const char *name, int want_tools,
                                          ob_chat_source *out, char *err, size_t errlen);
 /* From a GGUF file's metadata: tokenizer.chat_template (or tokenizer.chat_template.NAME, with
- * the same choice as above) and the texts of the special token ids. */
+ * the same choice as above; NULL when absent) and the texts of the special token ids. */
 int ob_chat_source_from_gguf(const char *path, const char *name, int want_tools,
                              ob_chat_source *out, char *err, size_t errlen);
 /* Replaces the template text with a file's contents (--chat-template-file). */

@@ -169,10 +169,9 @@ int ob_chat_source_from_tokenizer_config(const char *path, const char *name, int
     memcpy(jpath, path, dirlen);
     strcpy(jpath + dirlen, "chat_template.jinja");
     FILE *f = fopen(jpath, "rb");
-    if (!f) {
+    if (!f) {   /* no template: the caller may still use the special tokens */
         free(jpath);
-        ob_chat_source_free(out);
-        return ERR("tokenizer config '%s' has no chat_template (and there is no chat_template.jinja beside it)", path);
+        return 0;
     }
     fclose(f);
     int rc = read_file(jpath, &out->template_src, err, errlen);
@@ -209,19 +208,17 @@ int ob_chat_source_from_gguf(const char *path, const char *name, int want_tools,
         }
     }
     if (!v) v = ob_gguf_get(g, "tokenizer.chat_template");
-    if (!v || v->type != OB_GGUF_STRING) {
-        ob_gguf_close(g);
-        return ERR("'%s' has no tokenizer.chat_template; give one with --chat-template-file", path);
-    }
-    out->template_src = malloc(v->v.str.len + 1);
     out->specials = json_object();
-    if (!out->template_src) {
-        ob_gguf_close(g);
-        ob_chat_source_free(out);
-        return ERR("chat template: out of memory");
+    if (v && v->type == OB_GGUF_STRING) {   /* no template: the caller may still use the tokens */
+        out->template_src = malloc(v->v.str.len + 1);
+        if (!out->template_src) {
+            ob_gguf_close(g);
+            ob_chat_source_free(out);
+            return ERR("chat template: out of memory");
+        }
+        memcpy(out->template_src, v->v.str.ptr, v->v.str.len);
+        out->template_src[v->v.str.len] = 0;
     }
-    memcpy(out->template_src, v->v.str.ptr, v->v.str.len);
-    out->template_src[v->v.str.len] = 0;
     static const char *const ids[][2] = {
         {"tokenizer.ggml.bos_token_id", "bos_token"}, {"tokenizer.ggml.eos_token_id", "eos_token"},
         {"tokenizer.ggml.unknown_token_id", "unk_token"}, {"tokenizer.ggml.seperator_token_id", "sep_token"},

@@ -151,7 +151,7 @@ tv tp_call_macro(tp_render *r, tp_macro *m, tp_args *a, const char *name) {
     int np = d->n, pos = 0;
     tv *set = tp_alloc(&r->ar, ((size_t)np + 1) * sizeof *set);
     tv varargs = tp_list_new(r, 0), kwargs = tp_dict_new(r, 0);
-    varargs.tuple = 1;
+    varargs.sub = SEQ_TUPLE;
     tv caller = m->caller;
     for (int i = 0; i < a->n; i++) {
         if (!a->kw[i]) {
@@ -296,6 +296,7 @@ static tv apply_chain(tp_render *r, tp_frame *f, const tnode *n, tv in) {
     eval_args(r, f, n, &args);
     r->line = n->line;
     r->what = n->attr;
+    if (n->id < 0) tp_rfail(r, "no filter named '%s'", n->name);
     return tp_apply_filter(r, n->id, x, &args);
 }
 
@@ -402,7 +403,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
         v = tp_list_new(r, (size_t)n->n);
         for (int i = 0; i < n->n; i++) v.u.l->v[i] = tp_eval(r, f, n->v[i]);
         v.u.l->n = (size_t)n->n;
-        v.tuple = n->kind == NK_TUPLE;
+        v.sub = n->kind == NK_TUPLE ? SEQ_TUPLE : SEQ_LIST;
         break;
     case NK_DICT:
         v = tp_dict_new(r, (size_t)n->n / 2);
@@ -410,7 +411,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
             tv k = tp_eval(r, f, n->v[i]), val = tp_eval(r, f, n->v[i + 1]);
             r->line = n->line;
             r->what = "dict literal";
-            if ((k.t == TV_LIST && !k.tuple) || k.t == TV_DICT || k.t == TV_NS)
+            if (tp_unhashable(k))
                 tp_rfail(r, "unhashable type: '%s'", tp_type_name(k));
             tp_dict_set(r, &v, k, val);
         }
@@ -455,6 +456,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
         eval_args(r, f, n, &args);
         r->line = n->line;
         r->what = n->attr;
+        if (n->id < 0) tp_rfail(r, "no filter named '%s'", n->name);
         v = tp_apply_filter(r, n->id, in, &args);
         break;
     }
@@ -464,6 +466,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
         eval_args(r, f, n, &args);
         r->line = n->line;
         r->what = n->attr;
+        if (n->id < 0) tp_rfail(r, "no test named '%s'", n->name);
         v = tp_bool(tp_apply_test(r, n->id, in, &args) ^ (n->op != 0));
         break;
     }

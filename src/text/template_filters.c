@@ -8,9 +8,12 @@
  * up as jinja2's sandbox does.
  * Does not own: methods of str, dict and list, global functions (template_methods.c).
  *
- * Not reproduced: Markup (safe / escape results are plain strings, so a later concatenation
- * does not escape the other side), urlize, wordwrap and random (they fail with a message),
- * pprint's line wrapping of long values.
+ * As in jinja2, map / select / reject / unique / items / batch / slice give one-shot
+ * iterators (a second pass sees nothing, they are always true, they have no length, tojson
+ * refuses them) and reverse gives a reverse iterator; safe and escape give Markup strings,
+ * which escape what is added to them.
+ * Not reproduced: urlize, wordwrap and random (they fail with a message), pprint's line
+ * wrapping of long values.
  */
 #include <math.h>
 #include <stdio.h>
@@ -149,22 +152,9 @@ static tv list_of(tp_render *r, tv v) {
     return out;
 }
 
-static tv html_escape(tp_render *r, tv v) {
-    tv s = tp_str_of(r, v);
-    tp_buf b = {0};
-    tp_buf_put(r, &b, "", 0);
-    for (size_t i = 0; i < s.u.s->len; i++) {
-        char c = s.u.s->s[i];
-        switch (c) {
-        case '&': tp_buf_put(r, &b, "&amp;", 5); break;
-        case '<': tp_buf_put(r, &b, "&lt;", 4); break;
-        case '>': tp_buf_put(r, &b, "&gt;", 4); break;
-        case '"': tp_buf_put(r, &b, "&#34;", 5); break;
-        case '\'': tp_buf_put(r, &b, "&#39;", 5); break;
-        default: tp_buf_putc(r, &b, c);
-        }
-    }
-    return tp_buf_str(r, &b);
+static tv plain(tv v) {
+    v.sub = 0;
+    return v;
 }
 
 /* Python's round(x, n): correctly rounded, ties to even (printf rounds the exact binary
@@ -203,7 +193,7 @@ static int call_test_named(tp_render *r, tv name, tv item, tp_args *rest) {
 
 static tv select_reject(tp_render *r, tv in, tp_args *a, int want, int lookup_attr) {
     tv out = tp_list_new(r, 0);
-    if (!tp_truthy(in)) return out;
+    if (!tp_truthy(in)) return tp_iter_new(r, out, "generator");
     tv items = tp_iter_list(r, in);
     int off = 0;
     attr_path path = {0};
@@ -224,12 +214,12 @@ static tv select_reject(tp_render *r, tv in, tp_args *a, int want, int lookup_at
         int ok = has_test ? call_test_named(r, a->v[off], probe, &rest) : tp_truthy(probe);
         if (ok == want) tp_list_push(r, &out, x);
     }
-    return out;
+    return tp_iter_new(r, out, "generator");
 }
 
 static tv do_map(tp_render *r, tv in, tp_args *a) {
     tv out = tp_list_new(r, 0);
-    if (!tp_truthy(in)) return out;
+    if (!tp_truthy(in)) return tp_iter_new(r, out, "generator");
     tv items = tp_iter_list(r, in);
     int npos = 0;
     for (int i = 0; i < a->n; i++) npos += !a->kw[i];
@@ -243,14 +233,14 @@ static tv do_map(tp_render *r, tv in, tp_args *a) {
         if (!given(attribute)) tp_rfail(r, "map requires a filter argument");
         attr_path path = attr_parse(r, attribute);
         for (size_t i = 0; i < items.u.l->n; i++) tp_list_push(r, &out, attr_get(r, &path, items.u.l->v[i], deflt));
-        return out;
+        return tp_iter_new(r, out, "generator");
     }
     if (a->kw[0] || a->v[0].t != TV_STR) tp_rfail(r, "map requires a filter name first");
     int id = tp_filter_id(a->v[0].u.s->s);
     if (id < 0) tp_rfail(r, "no filter named '%s'", a->v[0].u.s->s);
     tp_args rest = {a->n - 1, a->v + 1, a->kw + 1};
     for (size_t i = 0; i < items.u.l->n; i++) tp_list_push(r, &out, tp_apply_filter(r, id, items.u.l->v[i], &rest));
-    return out;
+    return tp_iter_new(r, out, "generator");
 }
 
 /* ---- the filters ----------------------------------------------------------------------- */
@@ -273,7 +263,7 @@ static tv f_sort_like(tp_render *r, int id, tv in, tp_args *a) {
         kv *items = tp_alloc(&r->ar, (n + 1) * sizeof *items);
         for (size_t i = 0; i < n; i++) {
             tv pair = tp_list_new(r, 2);
-            pair.tuple = 1;
+            pair.sub = SEQ_TUPLE;
             pair.u.l->v[0] = in.u.d->k[i];
             pair.u.l->v[1] = in.u.d->v[i];
             pair.u.l->n = 2;
@@ -339,12 +329,12 @@ static tv f_sort_like(tp_render *r, int id, tv in, tp_args *a) {
     if (id == F_UNIQUE) {
         for (size_t i = 0; i < n; i++) {
             tv k = el[i].key;
-            if ((k.t == TV_LIST && !k.tuple) || k.t == TV_DICT) tp_rfail(r, "unhashable type: '%s'", tp_type_name(k));
+            if (tp_unhashable(k)) tp_rfail(r, "unhashable type: '%s'", tp_type_name(k));
             int seen = 0;
             for (size_t j = 0; j < i && !seen; j++) seen = tp_eq(el[j].key, k);
             if (!seen) tp_list_push(r, &out, el[i].item);
         }
-        return out;
+        return tp_iter_new(r, out, "generator");
     }
     if (id == F_MIN || id == F_MAX) {
         size_t best = 0;
@@ -364,7 +354,7 @@ static tv f_sort_like(tp_render *r, int id, tv in, tp_args *a) {
         tv group = tp_list_new(r, 0);
         while (j < n && tp_eq(el[j].key, el[i].key)) tp_list_push(r, &group, el[j++].item);
         tv pair = tp_list_new(r, 2);
-        pair.tuple = 2;   /* a _GroupTuple: .grouper and .list */
+        pair.sub = SEQ_GROUP;   /* a _GroupTuple: .grouper and .list */
         pair.u.l->v[0] = ignore_case ? attr_get(r, &paths[0], el[i].item, deflt) : el[i].key;
         pair.u.l->v[1] = group;
         pair.u.l->n = 2;
@@ -439,7 +429,9 @@ static tv f_indent(tp_render *r, tv in, tp_args *a) {
         }
         tp_buf_put(r, &b, line.u.s->s, line.u.s->len);
     }
-    return tp_buf_str(r, &b);
+    tv out = tp_buf_str(r, &b);
+    out.sub = in.sub;
+    return out;
 }
 
 static tv str_method(tp_render *r, tv self, const char *name, int n, tv *args) {
@@ -482,7 +474,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
                 while (fill && row.u.l->n < (size_t)k) tp_list_push(r, &row, p[1]);
                 tp_list_push(r, &out, row);
             }
-            return out;
+            return tp_iter_new(r, out, "generator");
         }
         if (k <= 0) tp_rfail(r, "integer division or modulo by zero");
         if (k > 100000) tp_rfail(r, "too many slices");
@@ -496,7 +488,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
             if (fill && s >= extra) tp_list_push(r, &row, p[1]);
             tp_list_push(r, &out, row);
         }
-        return out;
+        return tp_iter_new(r, out, "generator");
     }
     case F_CAPITALIZE: return str_method(r, tp_str_of(r, in), "capitalize", 0, NULL);
     case F_UPPER: return str_method(r, tp_str_of(r, in), "upper", 0, NULL);
@@ -515,7 +507,8 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     }
     case F_DICTSORT: case F_SORT: case F_UNIQUE: case F_MIN: case F_MAX: case F_GROUPBY:
         return f_sort_like(r, id, in, a);
-    case F_E: case F_ESCAPE: case F_FORCEESCAPE: return html_escape(r, in);
+    case F_E: case F_ESCAPE: return tp_escape(r, in);
+    case F_FORCEESCAPE: return tp_escape(r, plain(tp_str_of(r, in)));
     case F_FILESIZEFORMAT: {
         BIND("binary");
         tv fv = tp_apply_filter(r, F_FLOAT, in, &(tp_args){0});
@@ -539,6 +532,11 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     }
     case F_FIRST: case F_LAST: {
         if (in.t == TV_UNDEF) return tp_undef(NULL, -1);
+        if (in.t == TV_ITER) {
+            tp_iter *it = in.u.it;
+            if (id == F_LAST) tp_rfail(r, "'%s' object is not reversible", it->kind);
+            return it->pos < it->items->n ? it->items->v[it->pos++] : tp_undef(NULL, -1);
+        }
         tv items = tp_iter_list(r, in);
         if (!items.u.l->n) return tp_undef(NULL, -1);
         return items.u.l->v[id == F_FIRST ? 0 : items.u.l->n - 1];
@@ -586,7 +584,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
             for (int i = 0; i < a->n; i++) tp_dict_set(r, &args, tp_str_c(r, a->kw[i]), a->v[i]);
         } else {
             args = tp_list_new(r, (size_t)npos);
-            args.tuple = 1;
+            args.sub = SEQ_TUPLE;
             for (int i = 0; i < a->n; i++) args.u.l->v[i] = a->v[i];
             args.u.l->n = (size_t)npos;
         }
@@ -595,11 +593,13 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     case F_INDENT: return f_indent(r, in, a);
     case F_ITEMS: {
         tv out = tp_list_new(r, 0);
-        if (in.t == TV_UNDEF) return out;
+        if (in.t == TV_UNDEF) return tp_iter_new(r, out, "generator");
         if (in.t != TV_DICT) tp_rfail(r, "can only get item pairs from a mapping");
         tp_args none = {0};
         tp_method m = {in, "items"};
-        return tp_call_method(r, &m, &none);
+        out = tp_call_method(r, &m, &none);
+        out.sub = SEQ_LIST;
+        return tp_iter_new(r, out, "generator");
     }
     case F_JOIN: {
         BIND("d", "attribute");
@@ -628,19 +628,29 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     case F_SELECTATTR: return select_reject(r, in, a, 1, 1);
     case F_REPLACE: {
         BIND("old", "new", "count");
-        tv args[3] = {tp_str_of(r, p[0]), tp_str_of(r, p[1]), or_default(p[2], tp_int(-1))};
+        /* without autoescape jinja2 does str(s).replace(str(old), str(new), count) */
+        tv args[3] = {plain(tp_str_of(r, p[0])), plain(tp_str_of(r, p[1])), or_default(p[2], tp_int(-1))};
         if (args[2].t == TV_NONE) args[2] = tp_int(-1);
-        return str_method(r, tp_str_of(r, in), "replace", 3, args);
+        return str_method(r, plain(tp_str_of(r, in)), "replace", 3, args);
     }
     case F_REVERSE: {
+        /* a string reverses; a list, tuple, dict or view gives a reverse iterator; anything
+         * else iterable is listed and reversed */
         if (in.t == TV_STR) return tp_slice(r, in, tp_none(), tp_none(), tp_int(-1));
+        if (in.t != TV_LIST && in.t != TV_DICT && in.t != TV_ITER && in.t != TV_UNDEF)
+            tp_rfail(r, "argument must be iterable");
         tv items = list_of(r, in);
         for (size_t i = 0, j = items.u.l->n; i + 1 < j; i++, j--) {
             tv t = items.u.l->v[i];
             items.u.l->v[i] = items.u.l->v[j - 1];
             items.u.l->v[j - 1] = t;
         }
-        return items;
+        if (in.t == TV_ITER || in.t == TV_UNDEF) return items;
+        const char *kind = in.t == TV_DICT || in.sub == SEQ_KEYS ? "dict_reversekeyiterator"
+                           : in.sub == SEQ_ITEMS ? "dict_reverseitemiterator"
+                           : in.sub == SEQ_VALUES ? "dict_reversevalueiterator"
+                           : tp_is_tuple(in) ? "reversed" : "list_reverseiterator";
+        return tp_iter_new(r, items, kind);
     }
     case F_ROUND: {
         BIND("precision", "method");
@@ -659,7 +669,8 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
         double y = method[0] == 'c' ? ceil(x * scale) : floor(x * scale);
         return tp_float(y / scale);
     }
-    case F_SAFE: case F_STRING: return tp_str_of(r, in);
+    case F_SAFE: return tp_markup(tp_str_of(r, in));
+    case F_STRING: return tp_str_of(r, in);
     case F_STRIPTAGS: {
         tv s = tp_str_of(r, in);
         tp_buf b = {0};
@@ -704,7 +715,9 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
             tp_buf_put(r, &b, tmp, (size_t)tp_utf8_put(tmp, o));
             at_start = sep;
         }
-        return tp_buf_str(r, &b);
+        tv out = tp_buf_str(r, &b);
+        out.sub = s.sub;
+        return out;
     }
     case F_TOJSON: return f_tojson(r, in, a);
     case F_TRIM: {
@@ -785,7 +798,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
             tv k = tp_str_of(r, in.u.d->k[i]);
             if (strpbrk(k.u.s->s, " \t\n\r\f\v/>=")) tp_rfail(r, "invalid character in attribute name: '%s'", k.u.s->s);
             if (b.n || tp_truthy(or_default(p[0], tp_bool(1)))) tp_buf_putc(r, &b, ' ');
-            tv ek = html_escape(r, k), ev = html_escape(r, v);
+            tv ek = tp_escape(r, k), ev = tp_escape(r, v);
             tp_buf_printf(r, &b, "%s=\"", ek.u.s->s);
             tp_buf_put(r, &b, ev.u.s->s, ev.u.s->len);
             tp_buf_putc(r, &b, '"');
@@ -838,8 +851,9 @@ int tp_apply_test(tp_render *r, int id, tv in, tp_args *a) {
     case T_STRING: return in.t == TV_STR;
     case T_MAPPING: return in.t == TV_DICT;
     case T_NUMBER: return is_num(in);
-    case T_SEQUENCE: return in.t == TV_STR || in.t == TV_LIST || in.t == TV_DICT || in.t == TV_UNDEF;
-    case T_ITERABLE: return in.t == TV_STR || in.t == TV_LIST || in.t == TV_DICT || in.t == TV_UNDEF || in.t == TV_LOOP;
+    case T_SEQUENCE: return in.t == TV_STR || (in.t == TV_LIST && !tp_is_view(in)) || in.t == TV_DICT || in.t == TV_UNDEF;
+    case T_ITERABLE:
+        return in.t == TV_STR || in.t == TV_LIST || in.t == TV_DICT || in.t == TV_UNDEF || in.t == TV_LOOP || in.t == TV_ITER;
     case T_CALLABLE:
         return in.t == TV_MACRO || in.t == TV_FUNC || in.t == TV_METHOD || in.t == TV_LOOP || in.t == TV_JOINER;
     case T_SAMEAS:
@@ -847,7 +861,7 @@ int tp_apply_test(tp_render *r, int id, tv in, tp_args *a) {
         if (in.t == TV_NONE || in.t == TV_UNDEF) return 1;
         if (in.t == TV_BOOL || (in.t == TV_INT && in.u.i >= -5 && in.u.i <= 256)) return in.u.i == arg.u.i;
         return in.t != TV_INT && in.t != TV_FLOAT && in.u.s == arg.u.s;
-    case T_ESCAPED: return 0;
+    case T_ESCAPED: return tp_is_markup(in);
     case T_IN: return tp_contains(r, arg, in);
     case T_EQ1: case T_EQ: case T_EQUALTO: return tp_eq(in, arg);
     case T_NE1: case T_NE: return !tp_eq(in, arg);

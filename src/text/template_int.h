@@ -68,7 +68,12 @@ enum {
     TV_DICT,     /* insertion-ordered */
     TV_NS,       /* namespace(): the one mutable object (attribute assignment) */
     TV_MACRO, TV_LOOP, TV_FUNC, TV_METHOD, TV_CYCLER, TV_JOINER,
+    TV_ITER,     /* a one-shot iterator: what map, select, reverse... return (a generator) */
 };
+
+/* Kinds of TV_LIST: Python's list, tuple, groupby's named tuple, and dict views. */
+enum { SEQ_LIST, SEQ_TUPLE, SEQ_GROUP, SEQ_ITEMS, SEQ_KEYS, SEQ_VALUES };
+#define STR_MARKUP 1
 
 typedef struct tp_str { size_t len; char s[]; } tp_str;   /* NUL-terminated UTF-8 */
 struct tv;
@@ -77,7 +82,7 @@ typedef struct tp_dict { size_t n, cap; struct tv *k, *v; } tp_dict;
 
 typedef struct tv {
     uint8_t t;
-    uint8_t tuple;        /* TV_LIST: a tuple */
+    uint8_t sub;          /* TV_LIST: SEQ_*; TV_STR: STR_MARKUP for a Markup (|safe) string */
     uint16_t ukind;       /* TV_UNDEF: what was missing (0 a name, else 1 + owner type) */
     int32_t fn;           /* TV_FUNC: builtin function id */
     union {
@@ -90,6 +95,7 @@ typedef struct tv {
         struct tp_loop *lp;
         struct tp_method *bm;
         struct tp_cycler *cy;
+        struct tp_iter *it;
         const char *name; /* TV_UNDEF: the missing name or attribute (may be NULL) */
     } u;
 } tv;
@@ -102,6 +108,7 @@ typedef struct tp_macro {
     tv caller;                    /* the caller macro a call block passes, or TV_MISSING */
 } tp_macro;
 typedef struct tp_method { tv self; const char *name; } tp_method;
+typedef struct tp_iter { struct tp_list *items; size_t pos; const char *kind; } tp_iter;
 typedef struct tp_cycler { tp_list *items; size_t pos; int used; tp_str *sep; } tp_cycler;
 typedef struct tp_loop {
     tp_list *items;
@@ -213,6 +220,13 @@ typedef struct tp_render {
 
 __attribute__((noreturn, format(printf, 2, 3))) void tp_rfail(tp_render *r, const char *fmt, ...);
 
+static inline int tp_is_tuple(tv v) { return v.t == TV_LIST && (v.sub == SEQ_TUPLE || v.sub == SEQ_GROUP); }
+static inline int tp_is_view(tv v) { return v.t == TV_LIST && v.sub >= SEQ_ITEMS; }
+static inline int tp_unhashable(tv v) {
+    return (v.t == TV_LIST && !tp_is_tuple(v)) || v.t == TV_DICT;
+}
+static inline int tp_is_markup(tv v) { return v.t == TV_STR && v.sub == STR_MARKUP; }
+
 /* value construction */
 tv tp_undef(const char *name, int owner_type);
 tv tp_none(void);
@@ -228,6 +242,9 @@ void tp_dict_set(tp_render *r, tv *dict, tv key, tv val);
 tv *tp_dict_find(const tp_dict *d, tv key);
 tv *tp_dict_find_c(const tp_dict *d, const char *key);
 tv tp_from_json(tp_render *r, const json_t *j);
+tv tp_iter_new(tp_render *r, tv list, const char *kind);   /* wraps a list as an iterator */
+tv tp_markup(tv s);                                         /* the string as a Markup */
+tv tp_escape(tp_render *r, tv v);                           /* markupsafe.escape(v) */
 
 /* buffers */
 void tp_buf_put(tp_render *r, tp_buf *b, const char *s, size_t n);

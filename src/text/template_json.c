@@ -120,6 +120,7 @@ void tp_json_dump(tp_render *r, tp_buf *b, tv v, const char *indent, const char 
     case TV_FLOAT: dump_float(r, b, v.u.f); return;
     case TV_STR: dump_str(r, b, v.u.s->s, v.u.s->len, ensure_ascii); return;
     case TV_LIST:
+        if (tp_is_view(v)) tp_rfail(r, "Object of type %s is not JSON serializable", tp_type_name(v));
         if (!v.u.l->n) { tp_buf_put(r, b, "[]", 2); return; }
         tp_buf_putc(r, b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {

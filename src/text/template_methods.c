@@ -51,7 +51,9 @@ int tp_has_method(tv self, const char *name) {
     switch (self.t) {
     case TV_STR: return in_list(str_methods, name);
     case TV_DICT: return in_list(dict_methods, name);
-    case TV_LIST: return self.tuple ? !strcmp(name, "count") || !strcmp(name, "index") : in_list(list_methods, name);
+    case TV_LIST:
+        if (tp_is_view(self)) return 0;
+        return tp_is_tuple(self) ? !strcmp(name, "count") || !strcmp(name, "index") : in_list(list_methods, name);
     case TV_CYCLER: return in_list(cycler_methods, name);
     default: return 0;
     }
@@ -572,9 +574,9 @@ static tv str_call(tp_render *r, tp_method *m, tp_args *a) {
         size_t b0, b1;
         range_args(r, s, p[1], p[2], &b0, &b1);
         tv pre = p[0];
-        size_t cnt = pre.t == TV_LIST && pre.tuple ? pre.u.l->n : 1;
+        size_t cnt = tp_is_tuple(pre) ? pre.u.l->n : 1;
         for (size_t k = 0; k < cnt; k++) {
-            tv x = pre.t == TV_LIST && pre.tuple ? pre.u.l->v[k] : pre;
+            tv x = tp_is_tuple(pre) ? pre.u.l->v[k] : pre;
             if (x.t != TV_STR) tp_rfail(r, "%s first arg must be str or a tuple of str, not %s", n, tp_type_name(x));
             if (b0 > b1 || b1 - b0 < x.u.s->len) continue;
             const char *at = n[0] == 's' ? s.s + b0 : s.s + b1 - x.u.s->len;
@@ -653,7 +655,7 @@ static tv str_call(tp_render *r, tp_method *m, tp_args *a) {
         if (!sep.n) tp_rfail(r, "empty separator");
         const char *hit = find_sub(s, 0, s.n, sep, n[0] == 'r');
         tv out = tp_list_new(r, 3);
-        out.tuple = 1;
+        out.sub = SEQ_TUPLE;
         out.u.l->n = 3;
         if (!hit) {
             tv e = tp_str_c(r, "");
@@ -740,8 +742,8 @@ static tv dict_call(tp_render *r, tp_method *m, tp_args *a) {
     if (!strcmp(n, "get")) {
         BIND("key", "default");
         if (!given(p[0])) tp_rfail(r, "get expected at least 1 argument, got 0");
-        tv *v = ((p[0].t == TV_LIST && !p[0].tuple) || p[0].t == TV_DICT) ? NULL : tp_dict_find(d, p[0]);
-        if ((p[0].t == TV_LIST && !p[0].tuple) || p[0].t == TV_DICT) tp_rfail(r, "unhashable type: '%s'", tp_type_name(p[0]));
+        if (tp_unhashable(p[0])) tp_rfail(r, "unhashable type: '%s'", tp_type_name(p[0]));
+        tv *v = tp_dict_find(d, p[0]);
         return v ? *v : given(p[1]) ? p[1] : tp_none();
     }
     if (!strcmp(n, "items") || !strcmp(n, "keys") || !strcmp(n, "values") || !strcmp(n, "copy")) {
@@ -752,12 +754,13 @@ static tv dict_call(tp_render *r, tp_method *m, tp_args *a) {
             return c;
         }
         tv out = tp_list_new(r, d->n);
+        out.sub = n[0] == 'k' ? SEQ_KEYS : n[0] == 'v' ? SEQ_VALUES : SEQ_ITEMS;
         for (size_t i = 0; i < d->n; i++) {
             if (n[0] == 'k') out.u.l->v[i] = d->k[i];
             else if (n[0] == 'v') out.u.l->v[i] = d->v[i];
             else {
                 tv pair = tp_list_new(r, 2);
-                pair.tuple = 1;
+                pair.sub = SEQ_TUPLE;
                 pair.u.l->v[0] = d->k[i];
                 pair.u.l->v[1] = d->v[i];
                 pair.u.l->n = 2;
@@ -799,12 +802,51 @@ static tv list_call(tp_render *r, tp_method *m, tp_args *a) {
     tp_rfail(r, "access to attribute '%s' of 'list' object is unsafe (the sandbox keeps values immutable)", n);
 }
 
+/* Markup's methods (markupsafe): string arguments are escaped, string results are Markup;
+ * join escapes the items and format the arguments. */
+static const char *const markup_escaping[] = {
+    "replace", "ljust", "rjust", "lstrip", "rstrip", "center", "strip", "zfill", "removeprefix",
+    "removesuffix", "partition", "rpartition", "format", "join", NULL,
+};
+static const char *const markup_wrapping[] = {
+    "capitalize", "title", "lower", "upper", "casefold", "swapcase", "expandtabs", "split",
+    "rsplit", "splitlines", NULL,
+};
+
+static tv markup_call(tp_render *r, tp_method *m, tp_args *a) {
+    int esc = in_list(markup_escaping, m->name);
+    if (!esc && !in_list(markup_wrapping, m->name)) return str_call(r, m, a);
+    tp_args b = *a;
+    if (esc) {
+        b.v = tp_alloc(&r->ar, ((size_t)a->n + 1) * sizeof(tv));
+        for (int i = 0; i < a->n; i++) {
+            tv x = a->v[i];
+            if (!strcmp(m->name, "join")) {
+                tv items = tp_iter_list(r, x), out = tp_list_new(r, items.u.l->n);
+                for (size_t k = 0; k < items.u.l->n; k++) out.u.l->v[k] = tp_escape(r, items.u.l->v[k]);
+                out.u.l->n = items.u.l->n;
+                x = out;
+            } else if (x.t == TV_STR || !strcmp(m->name, "format")) {
+                x = tp_escape(r, x);
+            }
+            b.v[i] = x;
+        }
+    }
+    tv out = str_call(r, m, &b);
+    if (out.t == TV_STR) out.sub = STR_MARKUP;
+    else if (out.t == TV_LIST)
+        for (size_t k = 0; k < out.u.l->n; k++)
+            if (out.u.l->v[k].t == TV_STR) out.u.l->v[k].sub = STR_MARKUP;
+    return out;
+}
+
 tv tp_call_method(tp_render *r, tp_method *m, tp_args *a) {
     tp_step(r);
     switch (m->self.t) {
     case TV_STR:
         if (!strcmp(m->name, "__int__")) return parse_int(r, S(m->self), a->n ? a->v[0] : (tv){.t = TV_MISSING});
         if (!strcmp(m->name, "__float__")) return parse_float(S(m->self));
+        if (tp_is_markup(m->self)) return markup_call(r, m, a);
         return str_call(r, m, a);
     case TV_DICT: return dict_call(r, m, a);
     case TV_LIST: return list_call(r, m, a);
@@ -826,9 +868,9 @@ tv tp_call_method(tp_render *r, tp_method *m, tp_args *a) {
         tv vals = tp_list_new(r, (size_t)a->n);
         for (int i = 0; i < a->n; i++) vals.u.l->v[i] = a->v[i];
         vals.u.l->n = (size_t)a->n;
-        vals.tuple = 1;
+        vals.sub = SEQ_TUPLE;
         if (lp->last_changed) {
-            tv last = {.t = TV_LIST, .tuple = 1};
+            tv last = {.t = TV_LIST, .sub = SEQ_TUPLE};
             last.u.l = lp->last_changed;
             if (tp_eq(last, vals)) return tp_bool(0);
         }

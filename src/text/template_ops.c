@@ -37,7 +37,7 @@ tv tp_getattr(tp_render *r, tv obj, const char *name) {
         if (tp_has_method(obj, name)) break;
         return tp_undef(name, obj.t);
     case TV_LIST:
-        if (obj.tuple == 2 && (!strcmp(name, "grouper") || !strcmp(name, "list")))
+        if (obj.sub == SEQ_GROUP && (!strcmp(name, "grouper") || !strcmp(name, "list")))
             return obj.u.l->v[name[0] == 'l'];   /* groupby's (grouper, list) tuples */
         if (tp_has_method(obj, name)) break;
         return tp_undef(name, obj.t);
@@ -63,21 +63,23 @@ static tv str_index(tp_render *r, tv s, int64_t i, int *ok) {
     for (int64_t k = 0; k < i; k++) tp_utf8_next(s.u.s->s, s.u.s->len, &p);
     size_t q = p;
     tp_utf8_next(s.u.s->s, s.u.s->len, &q);
-    return tp_str_n(r, s.u.s->s + p, q - p);
+    tv c = tp_str_n(r, s.u.s->s + p, q - p);
+    c.sub = s.sub;
+    return c;
 }
 
 tv tp_getitem(tp_render *r, tv obj, tv key) {
     switch (obj.t) {
     case TV_UNDEF: tp_undef_fail(r, obj);
     case TV_DICT: {
-        if (!((key.t == TV_LIST && !key.tuple) || key.t == TV_DICT || key.t == TV_NS)) {
+        if (!tp_unhashable(key)) {
             tv *p = tp_dict_find(obj.u.d, key);
             if (p) return *p;
         }
         break;
     }
     case TV_LIST:
-        if (is_int(key)) {
+        if (is_int(key) && !tp_is_view(obj)) {
             int64_t i = key.u.i, n = (int64_t)obj.u.l->n;
             if (i < 0) i += n;
             if (i >= 0 && i < n) return obj.u.l->v[i];
@@ -137,10 +139,10 @@ static int slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, i
 tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
     int64_t a, b, st;
     if (obj.t == TV_UNDEF) tp_undef_fail(r, obj);
-    if (obj.t == TV_LIST) {
+    if (obj.t == TV_LIST && !tp_is_view(obj)) {
         if (!slice_adjust(r, (int64_t)obj.u.l->n, start, stop, step, &a, &b, &st)) return tp_undef(NULL, obj.t);
         tv out = tp_list_new(r, 0);
-        out.tuple = obj.tuple;
+        out.sub = tp_is_tuple(obj) ? SEQ_TUPLE : SEQ_LIST;
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) tp_list_push(r, &out, obj.u.l->v[i]);
         return out;
     }
@@ -157,7 +159,9 @@ tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
         tp_buf buf = {0};
         tp_buf_put(r, &buf, "", 0);
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) tp_buf_put(r, &buf, s + off[i], off[i + 1] - off[i]);
-        return tp_buf_str(r, &buf);
+        tv out = tp_buf_str(r, &buf);
+        out.sub = obj.sub;
+        return out;
     }
     return tp_undef(NULL, obj.t);
 }
@@ -165,6 +169,7 @@ tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
 /* ---- len, iteration, membership -------------------------------------------------------- */
 int64_t tp_len(tp_render *r, tv v) {
     switch (v.t) {
+    case TV_ITER: tp_rfail(r, "object of type '%s' has no len()", v.u.it->kind);
     case TV_UNDEF: return 0;
     case TV_STR: return (int64_t)tp_utf8_count(v.u.s->s, v.u.s->len);
     case TV_LIST: return (int64_t)v.u.l->n;
@@ -173,9 +178,26 @@ int64_t tp_len(tp_render *r, tv v) {
     }
 }
 
+tv tp_iter_new(tp_render *r, tv list, const char *kind) {
+    tp_iter *it = tp_alloc(&r->ar, sizeof *it);
+    it->items = list.u.l;
+    it->kind = kind;
+    tv v = {.t = TV_ITER};
+    v.u.it = it;
+    return v;
+}
+
 tv tp_iter_list(tp_render *r, tv v) {
     switch (v.t) {
     case TV_LIST: return v;
+    case TV_ITER: {  /* consumes what is left */
+        tp_iter *it = v.u.it;
+        tv l = tp_list_new(r, 0);
+        l.u.l->v = it->items->v + it->pos;
+        l.u.l->n = l.u.l->cap = it->items->n - it->pos;
+        it->pos = it->items->n;
+        return l;
+    }
     case TV_UNDEF: return tp_list_new(r, 0);
     case TV_DICT: {
         tv l = tp_list_new(r, v.u.d->n);
@@ -207,8 +229,12 @@ int tp_contains(tp_render *r, tv c, tv item) {
         for (size_t i = 0; i < c.u.l->n; i++)
             if (tp_eq(c.u.l->v[i], item)) return 1;
         return 0;
+    case TV_ITER:  /* consumes up to the match */
+        while (c.u.it->pos < c.u.it->items->n)
+            if (tp_eq(c.u.it->items->v[c.u.it->pos++], item)) return 1;
+        return 0;
     case TV_DICT:
-        if ((item.t == TV_LIST && !item.tuple) || item.t == TV_DICT) tp_rfail(r, "unhashable type: '%s'", tp_type_name(item));
+        if (tp_unhashable(item)) tp_rfail(r, "unhashable type: '%s'", tp_type_name(item));
         return tp_dict_find(c.u.d, item) != NULL;
     default: tp_rfail(r, "argument of type '%s' is not iterable", tp_type_name(c));
     }
@@ -230,11 +256,13 @@ static tv repeat(tp_render *r, tv seq, int64_t times) {
         tp_buf b = {0};
         tp_buf_put(r, &b, "", 0);
         for (int64_t i = 0; i < times; i++) tp_buf_put(r, &b, seq.u.s->s, seq.u.s->len);
-        return tp_buf_str(r, &b);
+        tv out = tp_buf_str(r, &b);
+        out.sub = seq.sub;
+        return out;
     }
     if (times && seq.u.l->n > (r->max_output / sizeof(tv)) / (uint64_t)times) tp_rfail(r, "repeated list is too large");
     tv out = tp_list_new(r, seq.u.l->n * (size_t)times);
-    out.tuple = seq.tuple;
+    out.sub = tp_is_tuple(seq) ? SEQ_TUPLE : SEQ_LIST;
     for (int64_t i = 0; i < times; i++)
         for (size_t k = 0; k < seq.u.l->n; k++) tp_list_push(r, &out, seq.u.l->v[k]);
     return out;
@@ -283,14 +311,22 @@ tv tp_binop(tp_render *r, int op, tv a, tv b) {
     if (!is_num(a) || !is_num(b)) {
         if (op == OP_ADD) {
             if (a.t == TV_STR && b.t == TV_STR) {
+                /* Markup + str (either side) escapes the plain string; the result is Markup */
+                int markup = tp_is_markup(a) || tp_is_markup(b);
+                if (markup) {
+                    a = tp_escape(r, a);
+                    b = tp_escape(r, b);
+                }
                 tp_buf buf = {0};
                 tp_buf_put(r, &buf, a.u.s->s, a.u.s->len);
                 tp_buf_put(r, &buf, b.u.s->s, b.u.s->len);
-                return tp_buf_str(r, &buf);
+                tv out = tp_buf_str(r, &buf);
+                out.sub = markup ? STR_MARKUP : 0;
+                return out;
             }
-            if (a.t == TV_LIST && b.t == TV_LIST && !a.tuple == !b.tuple) {
+            if (a.t == TV_LIST && b.t == TV_LIST && !tp_is_view(a) && tp_is_tuple(a) == tp_is_tuple(b)) {
                 tv out = tp_list_new(r, a.u.l->n + b.u.l->n);
-                out.tuple = a.tuple;
+                out.sub = tp_is_tuple(a) ? SEQ_TUPLE : SEQ_LIST;
                 memcpy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof(tv));
                 memcpy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tv));
                 out.u.l->n = a.u.l->n + b.u.l->n;
@@ -300,8 +336,8 @@ tv tp_binop(tp_render *r, int op, tv a, tv b) {
             if (a.t == TV_LIST) tp_rfail(r, "can only concatenate %s (not \"%s\") to %s", tp_type_name(a), tp_type_name(b), tp_type_name(a));
         }
         if (op == OP_MUL) {
-            if ((a.t == TV_STR || a.t == TV_LIST) && is_int(b)) return repeat(r, a, b.u.i);
-            if ((b.t == TV_STR || b.t == TV_LIST) && is_int(a)) return repeat(r, b, a.u.i);
+            if ((a.t == TV_STR || (a.t == TV_LIST && !tp_is_view(a))) && is_int(b)) return repeat(r, a, b.u.i);
+            if ((b.t == TV_STR || (b.t == TV_LIST && !tp_is_view(b))) && is_int(a)) return repeat(r, b, a.u.i);
             if (a.t == TV_STR || a.t == TV_LIST || b.t == TV_STR || b.t == TV_LIST)
                 tp_rfail(r, "can't multiply sequence by non-int of type '%s'", tp_type_name(a.t == TV_STR || a.t == TV_LIST ? b : a));
         }
@@ -358,7 +394,7 @@ static tv fmt_arg(tp_render *r, tv args, size_t *next, const char *key, size_t k
         if (!p) tp_rfail(r, "format: key '%.*s' not found", (int)keylen, key);
         return *p;
     }
-    if (args.t == TV_LIST && args.tuple) {
+    if (tp_is_tuple(args)) {
         if (*next >= args.u.l->n) tp_rfail(r, "not enough arguments for format string");
         return args.u.l->v[(*next)++];
     }
@@ -431,6 +467,10 @@ tv tp_percent_format(tp_render *r, tv fmtv, tv args) {
             tp_buf tmp = {0};
             if (conv == 's') tp_to_str(r, &tmp, v);
             else tp_repr(r, &tmp, v);
+            if (tp_is_markup(fmtv) && !tp_is_markup(v)) {
+                tv esc = tp_escape(r, tp_buf_str(r, &tmp));
+                tmp = (tp_buf){esc.u.s->s, esc.u.s->len, esc.u.s->len + 1};
+            }
             size_t len = tmp.n;
             if (prec >= 0) {  /* precision counts code points */
                 size_t p = 0;
@@ -483,9 +523,11 @@ tv tp_percent_format(tp_render *r, tv fmtv, tv args) {
         default: tp_rfail(r, "unsupported format character '%c'", conv);
         }
     }
-    if (!used_mapping && args.t == TV_LIST && args.tuple && next < args.u.l->n)
+    if (!used_mapping && tp_is_tuple(args) && next < args.u.l->n)
         tp_rfail(r, "not all arguments converted during string formatting");
-    if (!used_mapping && !(args.t == TV_LIST && args.tuple) && next == 0 && args.t != TV_DICT)
+    if (!used_mapping && !tp_is_tuple(args) && next == 0 && args.t != TV_DICT)
         tp_rfail(r, "not all arguments converted during string formatting");
-    return tp_buf_str(r, &b);
+    tv out = tp_buf_str(r, &b);
+    out.sub = fmtv.sub;
+    return out;
 }

@@ -209,7 +209,6 @@ static tnode *parse_filter(parser *P, tnode *node, int start_inline) {
         f->name = name;
         f->id = tp_filter_id(name);
         f->attr = label(P, "filter '%s'", name);
-        if (f->id < 0) pfail(P, line, "no filter named '%s'", name);
         if (is_op(cur(P), OP_LPAREN)) parse_call_args(P, f);
         node = f;
         start_inline = 0;
@@ -228,7 +227,6 @@ static tnode *parse_test(parser *P, tnode *node) {
     t->op = (uint8_t)negated;
     t->id = tp_test_id(name);
     t->attr = label(P, "test '%s'", name);
-    if (t->id < 0) pfail(P, line, "no test named '%s'", name);
     tp_token *c = cur(P);
     if (is_op(c, OP_LPAREN)) {
         parse_call_args(P, t);
@@ -871,9 +869,44 @@ done:
     return body;
 }
 
+/* jinja2 rejects an unknown filter or test when it compiles the template, except inside an
+ * if statement or an inline if (a "soft" frame), where it fails only if it runs. Loops,
+ * macros, call / filter / with / set blocks start frames that are not soft again. */
+static void check_unknown(parser *P, const tnode *n, int soft) {
+    if (!n) return;
+    if ((n->kind == NK_FILTER || n->kind == NK_TEST) && n->id < 0 && !soft)
+        pfail(P, n->line, "no %s named '%s'", n->kind == NK_FILTER ? "filter" : "test", n->name);
+    int inner = soft;
+    switch (n->kind) {
+    case NK_IF: case NK_COND: inner = 1; break;
+    case NK_FOR:
+        check_unknown(P, n->b, soft);
+        check_unknown(P, n->c, 0);
+        check_unknown(P, n->body, 0);
+        check_unknown(P, n->else_, 0);
+        return;
+    case NK_CALLBLOCK:
+        check_unknown(P, n->a, soft);
+        inner = 0;
+        for (int i = 0; i < n->n; i++) check_unknown(P, n->v[i], 0);
+        check_unknown(P, n->body, 0);
+        return;
+    case NK_MACRO: case NK_FILTERBLOCK: case NK_WITH: case NK_SCOPE: case NK_SETBLOCK: inner = 0; break;
+    default: break;
+    }
+    check_unknown(P, n->a, inner);
+    check_unknown(P, n->b, inner);
+    check_unknown(P, n->c, inner);
+    check_unknown(P, n->body, inner);
+    check_unknown(P, n->else_, inner);
+    for (int i = 0; i < n->n; i++) check_unknown(P, n->v[i], n->kind == NK_WITH ? soft : inner);
+}
+
 tnode *tp_parse(tp_arena *a, tp_token *toks, size_t ntok) {
     parser P = {.a = a, .t = toks, .nt = ntok};
     tnode *root = subparse(&P, NULL);
     if (cur(&P)->type != TK_EOF) pfail(&P, 0, "unexpected '%s'", describe(cur(&P)));
+    P.ntags = 0;
+    check_unknown(&P, root, 0);
     return root;
 }

@@ -323,8 +323,17 @@ const char *tp_type_name(tv v) {
     case TV_BOOL: return "bool";
     case TV_INT: return "int";
     case TV_FLOAT: return "float";
-    case TV_STR: return "str";
-    case TV_LIST: return v.tuple ? "tuple" : "list";
+    case TV_STR: return v.sub == STR_MARKUP ? "Markup" : "str";
+    case TV_LIST:
+        switch (v.sub) {
+        case SEQ_TUPLE: return "tuple";
+        case SEQ_GROUP: return "_GroupTuple";
+        case SEQ_ITEMS: return "dict_items";
+        case SEQ_KEYS: return "dict_keys";
+        case SEQ_VALUES: return "dict_values";
+        default: return "list";
+        }
+    case TV_ITER: return v.u.it->kind;
     case TV_DICT: return "dict";
     case TV_NS: return "Namespace";
     case TV_MACRO: return "Macro";
@@ -349,6 +358,7 @@ int tp_truthy(tv v) {
 
 static int is_num(tv v) { return v.t == TV_INT || v.t == TV_BOOL || v.t == TV_FLOAT; }
 static double num_f(tv v) { return v.t == TV_FLOAT ? v.u.f : (double)v.u.i; }
+static int seq_class(tv v) { return v.sub == SEQ_GROUP ? SEQ_TUPLE : v.sub; }
 
 int tp_eq(tv a, tv b) {
     if (is_num(a) && is_num(b)) {
@@ -360,7 +370,7 @@ int tp_eq(tv a, tv b) {
     case TV_UNDEF: case TV_NONE: case TV_MISSING: return 1;
     case TV_STR: return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
     case TV_LIST:
-        if (!a.tuple != !b.tuple || a.u.l->n != b.u.l->n) return 0;
+        if (seq_class(a) != seq_class(b) || a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!tp_eq(a.u.l->v[i], b.u.l->v[i])) return 0;
         return 1;
@@ -396,7 +406,7 @@ static int order(tp_render *r, tv a, tv b, int op) {
         if (c) return c < 0 ? -1 : 1;
         return (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
     }
-    if (a.t == TV_LIST && b.t == TV_LIST && !a.tuple == !b.tuple) {
+    if (a.t == TV_LIST && b.t == TV_LIST && seq_class(a) == seq_class(b) && !tp_is_view(a)) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (tp_eq(a.u.l->v[i], b.u.l->v[i])) continue;
@@ -491,17 +501,28 @@ static void to_str(tp_render *r, tp_buf *b, tv v, int repr, int depth) {
     case TV_INT: tp_buf_printf(r, b, "%lld", (long long)v.u.i); return;
     case TV_FLOAT: tp_float_repr(v.u.f, tmp); tp_buf_put(r, b, tmp, strlen(tmp)); return;
     case TV_STR:
-        if (repr) repr_str(r, b, v.u.s->s, v.u.s->len);
-        else tp_buf_put(r, b, v.u.s->s, v.u.s->len);
+        if (!repr) tp_buf_put(r, b, v.u.s->s, v.u.s->len);
+        else if (v.sub == STR_MARKUP) {
+            tp_buf_put(r, b, "Markup(", 7);
+            repr_str(r, b, v.u.s->s, v.u.s->len);
+            tp_buf_putc(r, b, ')');
+        } else repr_str(r, b, v.u.s->s, v.u.s->len);
         return;
-    case TV_LIST:
-        tp_buf_putc(r, b, v.tuple ? '(' : '[');
+    case TV_LIST: {
+        int tuple = tp_is_tuple(v);
+        if (tp_is_view(v)) tp_buf_printf(r, b, "%s(", tp_type_name(v));
+        tp_buf_putc(r, b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) tp_buf_put(r, b, ", ", 2);
             to_str(r, b, v.u.l->v[i], 1, depth + 1);
         }
-        if (v.tuple && v.u.l->n == 1) tp_buf_putc(r, b, ',');
-        tp_buf_putc(r, b, v.tuple ? ')' : ']');
+        if (tuple && v.u.l->n == 1) tp_buf_putc(r, b, ',');
+        tp_buf_putc(r, b, tuple ? ')' : ']');
+        if (tp_is_view(v)) tp_buf_putc(r, b, ')');
+        return;
+    }
+    case TV_ITER:
+        tp_buf_printf(r, b, "<%s object>", v.u.it->kind);
         return;
     case TV_NS: case TV_DICT:
         if (v.t == TV_NS) tp_buf_put(r, b, "<Namespace ", 11);
@@ -551,4 +572,29 @@ void tp_undef_fail(tp_render *r, tv v) {
 
 void tp_check_defined(tp_render *r, tv v) {
     if (v.t == TV_UNDEF) tp_undef_fail(r, v);
+}
+
+tv tp_markup(tv s) {
+    s.sub = STR_MARKUP;
+    return s;
+}
+
+/* markupsafe.escape: a Markup is returned as it is; anything else is str()'d and escaped. */
+tv tp_escape(tp_render *r, tv v) {
+    if (tp_is_markup(v)) return v;
+    tv s = tp_str_of(r, v);
+    tp_buf b = {0};
+    tp_buf_put(r, &b, "", 0);
+    for (size_t i = 0; i < s.u.s->len; i++) {
+        char c = s.u.s->s[i];
+        switch (c) {
+        case '&': tp_buf_put(r, &b, "&amp;", 5); break;
+        case '<': tp_buf_put(r, &b, "&lt;", 4); break;
+        case '>': tp_buf_put(r, &b, "&gt;", 4); break;
+        case '"': tp_buf_put(r, &b, "&#34;", 5); break;
+        case '\'': tp_buf_put(r, &b, "&#39;", 5); break;
+        default: tp_buf_putc(r, &b, c);
+        }
+    }
+    return tp_markup(tp_buf_str(r, &b));
 }

@@ -23,7 +23,8 @@ static int usage(void) {
             "                              (and optionally \"tools\")\n"
             "  --tools FILE                a JSON array of tools (OpenAI / transformers format)\n"
             "  --var KEY=JSON              an extra template variable (e.g. enable_thinking=false)\n"
-            "  --no-generation-prompt      add_generation_prompt = false (default true)\n");
+            "  --no-generation-prompt      add_generation_prompt = false (default true)\n"
+            "  --now SECONDS               strftime_now's clock (UTC), for reproducible output\n");
     return 2;
 }
 
@@ -37,6 +38,7 @@ static json_t *load_json(const char *path, const char *what) {
 int ob_cmd_template(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *tfile = NULL, *tname = NULL, *mfile = NULL, *toolfile = NULL;
     int add_gen = 1, rc = 1;
+    ob_tmpl_opts opts = {0};
     json_t *extra = json_object(), *mj = NULL, *tools = NULL;
     ob_chat_source src = {0};
     ob_tmpl_t *t = NULL;
@@ -51,6 +53,14 @@ int ob_cmd_template(int argc, char **argv) {
         else if (!strcmp(a, "--messages") && has) mfile = argv[++i];
         else if (!strcmp(a, "--tools") && has) toolfile = argv[++i];
         else if (!strcmp(a, "--no-generation-prompt")) add_gen = 0;
+        else if (!strcmp(a, "--now") && has) {
+            char *end;
+            opts.now = strtoll(argv[++i], &end, 10);
+            if (*end || opts.now <= 0) {
+                fprintf(stderr, "template: --now wants seconds since 1970, got '%s'\n", argv[i]);
+                goto out;
+            }
+        }
         else if (!strcmp(a, "--var") && has) {
             const char *kv = argv[++i], *eq = strchr(kv, '=');
             json_error_t je;
@@ -91,10 +101,14 @@ int ob_cmd_template(int argc, char **argv) {
     if (model && ob_chat_source_from_gguf(model, tname, want_tools, &src, err, sizeof err)) goto fail;
     if (config && ob_chat_source_from_tokenizer_config(config, tname, want_tools, &src, err, sizeof err)) goto fail;
     if (tfile && ob_chat_source_set_file(&src, tfile, err, sizeof err)) goto fail;
+    if (!src.template_src) {
+        snprintf(err, sizeof err, "'%s' has no chat template; give one with --chat-template-file", model ? model : config);
+        goto fail;
+    }
     if (ob_tmpl_compile(src.template_src, strlen(src.template_src), &t, err, sizeof err)) goto fail;
     char *prompt;
     size_t len;
-    if (ob_chat_render(t, src.specials, messages, tools, add_gen, extra, NULL, &prompt, &len, err, sizeof err)) goto fail;
+    if (ob_chat_render(t, src.specials, messages, tools, add_gen, extra, &opts, &prompt, &len, err, sizeof err)) goto fail;
     fwrite(prompt, 1, len, stdout);
     free(prompt);
     rc = 0;

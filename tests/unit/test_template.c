@@ -270,7 +270,9 @@ OB_SUITE(template_api) {
     CHECK(ob_chat_source_from_tokenizer_config(path, "nope", 0, &src, err, sizeof err) == -1);
     /* no chat_template in the config: chat_template.jinja beside it */
     write_file(path, "{\"eos_token\": \"E\"}");
-    CHECK(ob_chat_source_from_tokenizer_config(path, NULL, 0, &src, err, sizeof err) == -1);
+    CHECK(ob_chat_source_from_tokenizer_config(path, NULL, 0, &src, err, sizeof err) == 0);
+    CHECK(src.template_src == NULL && json_object_get(src.specials, "eos_token"));
+    ob_chat_source_free(&src);
     write_file(jpath, "J{{ eos_token }}\n");
     CHECK(ob_chat_source_from_tokenizer_config(path, NULL, 0, &src, err, sizeof err) == 0);
     CHECK_STR(src.template_src, "J{{ eos_token }}\n");

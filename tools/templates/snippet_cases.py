@@ -286,3 +286,33 @@ CASES = [
     "{{ 'ÉCOLE'|lower }}|{{ 'straße'|upper }}|{{ 'ñ'|capitalize }}|{{ 'ÀÉÎ'|length }}|{{ '日本語'[1] }}|{{ '日本語'|reverse }}",
     ("{{ s }}|{{ s|length }}|{{ s[0] }}|{{ [s] }}", {"s": "emoji 😀 é \u00a0 \u2028"}),
 ]
+
+# jinja2 >= 3.0 checks filters and tests inside if statements and inline ifs only when they
+# run; Markup; one-shot iterators and dict views
+CASES += [
+    "{% if false %}{{ x|nosuch }}{% endif %}ok",
+    "{% if true %}{{ x|nosuch }}{% endif %}",
+    "{{ (x|nosuch) if false else 'fine' }}",
+    "{% if true %}{% for i in [1] %}{{ i|nosuch }}{% endfor %}{% endif %}",
+    "{% if false %}{% macro m() %}{{ 1|nosuch }}{% endmacro %}{% endif %}",
+    "{% if false %}{{ 1 is nosuchtest }}{% endif %}ok",
+    "{% for i in [1] if i is nosuchtest %}{% endfor %}",
+    "{{ ('<b>'|safe)[::-1] }}|{{ ('<b>'|safe + '<') }}|{{ '<' + ('<b>'|safe) }}|{{ '<' ~ ('<b>'|safe) }}|{{ ('<b>'|safe)|indent(2, true) }}|{{ ('<b>'|safe)[1] + '&' }}",
+    "{{ ('%s'|safe) % '<' }}|{{ ('<{}>'|safe).format('<') }}|{{ (','|safe).join(['<', '>']) }}|{{ ('<b>'|safe).replace('b', '<') }}|{{ ['<'|safe] }}|{{ '<'|safe is escaped }}|{{ '<' is escaped }}",
+    "{{ ('a'|safe).upper() + '<' }}|{{ ('a b'|safe).split()[0] + '<' }}|{{ ('<'|e) + '<' }}|{{ ('<'|e|e) }}|{{ ('<'|safe)|forceescape }}|{{ ('x'|safe)|replace('x', '<') + '<' }}|{{ ('x'|safe|string) + '<' }}|{{ ('x'|safe|trim) + '<' }}",
+    "{{ '<'|safe * 2 + '>' }}|{{ ('<'|safe)|length }}|{{ ('<'|safe) == '<' }}|{{ ('<'|safe ~ '<') + '>' }}",
+    "{% set g = [1, 2, 3]|select('odd') %}{{ g|list }}{{ g|list }}",
+    "{% set g = [1, 2, 3]|map('string') %}{{ g|first }}{{ g|list }}",
+    "{% if []|select %}yes{% endif %}|{% if []|map('upper') %}yes{% endif %}|{% if missing|items %}yes{% endif %}",
+    "{{ [1, 2]|select|length }}",
+    "{{ [1, 2]|map('string')|tojson }}",
+    "{% set g = [1, 2, 3]|reject('odd') %}{{ 2 in g }}{{ 2 in g }}",
+    "{{ [1]|select|last }}",
+    "{{ [1, 2]|select is iterable }}|{{ [1, 2]|select is sequence }}|{{ ([1, 2]|select)[0] }}|{{ [1, 2]|unique|list }}|{{ [1, 2]|batch(1)|list }}",
+    "{% for x in [3, 1, 2]|select('odd') %}{{ x }}{{ loop.length }}{% endfor %}",
+    "{{ {'a': 1}.items()|length }}|{{ {'a': 1}.keys() }}|{{ {'a': 1}.values() }}|{{ 'a' in {'a': 1}.keys() }}|{{ {'a': 1}.items()|list }}|{{ {'a': 1}.items() }}",
+    "{{ {'a': 1}.items()[0] }}|{{ {'a': 1}.keys() is sequence }}",
+    "{{ {'a': 1}.items()|tojson }}",
+    "{{ [1, 2]|reverse|first }}|{{ {'a': 1, 'b': 2}|reverse|list }}|{{ (1, 2)|reverse|list }}|{{ 'ab'|reverse }}|{% for x in [1, 2]|reverse %}{{ x }}{% endfor %}",
+    "{% set r = [1, 2]|reverse %}{{ r|list }}{{ r|list }}",
+]
