@@ -18,6 +18,7 @@
 #include "format/quant_tensor.h"
 #include "format/safetensors.h"
 #include "tools/convert.h"
+#include "tools/quant_plan.h"
 #include "tools/tools.h"
 #include "util/err.h"
 
@@ -52,6 +53,10 @@ static const struct { int type; uint32_t ftype; } ftypes[] = {
     {OB_TYPE_F32, 0}, {OB_TYPE_F16, 1}, {OB_TYPE_Q4_0, 2}, {OB_TYPE_Q8_0, 7},
     {OB_TYPE_BF16, 32}, {OB_TYPE_TQ1_0, 36}, {OB_TYPE_TQ2_0, 37}, {OB_TYPE_I2_S, 40},
     {OB_TYPE_LEAN4, OB_TYPE_LEAN4},
+    /* every matrix of one type: llama-quantize --pure labels such files with these */
+    {OB_TYPE_Q4_1, 3}, {OB_TYPE_Q5_0, 8}, {OB_TYPE_Q5_1, 9}, {OB_TYPE_Q2_K, 10}, {OB_TYPE_Q3_K, 12},
+    {OB_TYPE_Q4_K, 15}, {OB_TYPE_Q5_K, 17}, {OB_TYPE_Q6_K, 18}, {OB_TYPE_IQ4_NL, 25}, {OB_TYPE_IQ4_XS, 30},
+    {OB_TYPE_MXFP4, 38},
 };
 
 static int add_tensor(cv_state *s, const char *name, int src, int role, int n_dims, int64_t ne0, int64_t ne1) {
@@ -194,7 +199,9 @@ static int out_type(const cv_state *s, const cv_tensor *t, int want) {
     int ternary = want == OB_TYPE_TQ1_0 || want == OB_TYPE_TQ2_0 || want == OB_TYPE_I2_S;
     if (ternary && (t->role == ROLE_EMBD || t->role == ROLE_OUTPUT)) type = OB_TYPE_F16;
     const ob_type_traits *tr = ob_type_get(type);
-    if (t->ne[0] % tr->block_size != 0) type = OB_TYPE_F16; /* rows not a whole number of blocks */
+    /* rows not a whole number of blocks: llama.cpp's fallback (q4_K -> q5_0, q6_K -> q8_0, ...,
+     * f16 for 32-element types); ternary rows stay exact in f16 */
+    if (t->ne[0] % tr->block_size != 0) type = ternary ? OB_TYPE_F16 : ob_qplan_fallback(type, t->ne[0]);
     return type;
 }
 
@@ -332,13 +339,54 @@ static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err
     return 0;
 }
 
+/* Types of a llama-quantize mix for every tensor, from the f32 values convert produces;
+ * -1 out of memory, 1 the mix cannot be made without an importance matrix (said on stderr). */
+static int plan_mix(cv_state *s, const ob_qmix *mix) {
+    ob_qplan p = {0};
+    p.mix = mix;
+    p.output_type = p.token_embd_type = -1;
+    p.arch = s->arch->gguf_name;
+    p.n_layer = s->hp.n_layer;
+    p.n_head = s->hp.n_head;
+    p.n_head_kv = s->hp.n_head_kv;
+    const char **names = malloc((size_t)s->n * sizeof *names);
+    int *n_dims = malloc((size_t)s->n * sizeof *n_dims), *cur = malloc((size_t)s->n * sizeof *cur);
+    int *types = malloc((size_t)s->n * sizeof *types);
+    int64_t(*ne)[4] = malloc((size_t)s->n * sizeof *ne);
+    int rc = names && n_dims && cur && types && ne ? 0 : -1;
+    for (int k = 0; !rc && k < s->n; k++) {
+        names[k] = s->t[k].name;
+        n_dims[k] = s->t[k].n_dims;
+        cur[k] = OB_TYPE_F32;
+        ne[k][0] = s->t[k].ne[0], ne[k][1] = s->t[k].ne[1], ne[k][2] = ne[k][3] = 1;
+    }
+    if (!rc) ob_qplan_tensors(&p, s->n, names, n_dims, (const int64_t(*)[4])ne, cur, types);
+    for (int k = 0; !rc && k < s->n; k++) {
+        s->t[k].type = types[k];
+        if (ob_qplan_needs_imatrix(&p, names[k], types[k])) {
+            fprintf(stderr, "convert: %s needs an importance matrix ('%s' is %s): convert to f16, then use `1bit quantize --imatrix`\n",
+                    mix->name, names[k], ob_type_name(types[k]));
+            rc = 1;
+        }
+    }
+    free(names);
+    free(n_dims);
+    free(cur);
+    free(types);
+    free(ne);
+    return rc;
+}
+
 static int usage(void) {
     fprintf(stderr,
             "usage: 1bit convert HF_DIR -o OUT.gguf [--type T]\n"
             "       1bit convert --random CONFIG.json -o OUT.gguf [--type T] [--seed N]\n"
             "  HF_DIR     folder with config.json, *.safetensors, tokenizer.json, tokenizer_config.json\n"
-            "  --type T   f32 | f16 | bf16 | q8_0 | q4_0 | tq1_0 | tq2_0 | i2_s | lean4 (default f16);\n"
-            "             1-D tensors stay f32; ternary types keep token_embd/output in f16\n"
+            "  --type T   f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_K | q3_K | q4_K | q5_K |\n"
+            "             q6_K | iq4_nl | iq4_xs | mxfp4 | tq1_0 | tq2_0 | i2_s | lean4 (default f16): every\n"
+            "             matrix of that type; 1-D tensors stay f32; ternary types keep token_embd/output\n"
+            "             in f16. Or a llama-quantize mix (Q4_K_M, Q5_K_S, Q3_K_L, Q2_K_S, MXFP4_MOE, ...):\n"
+            "             per-tensor types as llama-quantize chooses them (`1bit quantize`)\n"
             "  --random   random weights of the config's shape (statistics like a trained model's), a\n"
             "             synthetic byte-level vocabulary; for speed measurements\n");
     return 2;
@@ -364,8 +412,15 @@ int ob_cmd_convert(int argc, char **argv) {
     int known = 0;
     for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
         if (ftypes[i].type == want) { ftype = ftypes[i].ftype; known = 1; }
+    const ob_qmix *mix = known ? NULL : ob_qmix_by_name(type_name); /* a type name wins: "q4_K" is pure q4_K */
+    if (mix) {
+        want = mix->base;
+        ftype = (uint32_t)mix->ftype;
+        known = 1;
+    }
     if (!known) {
-        fprintf(stderr, "convert: --type '%s' is not one of f32, f16, bf16, q8_0, q4_0, tq1_0, tq2_0, i2_s, lean4\n", type_name);
+        fprintf(stderr, "convert: --type '%s' is neither a weight type (see --help) nor a llama-quantize mix (%s)\n", type_name,
+                ob_qmix_names());
         return 2;
     }
     if (!ob_tensor_can_quantize(want)) {
@@ -429,9 +484,15 @@ int ob_cmd_convert(int argc, char **argv) {
     }
 #undef KEY
     int n_lean = 0;
+    int pm = mix ? plan_mix(&s, mix) : 0;
+    if (pm < 0) goto oom;
+    if (pm > 0) {
+        snprintf(err, sizeof err, "%s needs an importance matrix", mix->name);
+        goto done;
+    }
     for (int k = 0; k < s.n; k++) {
         cv_tensor *t = &s.t[k];
-        t->type = out_type(&s, t, want);
+        if (!mix) t->type = out_type(&s, t, want);
         n_lean += t->type == OB_TYPE_LEAN4;
         int64_t ne[2] = {t->ne[0], t->ne[1]};
         if (ob_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, NULL, err, sizeof err) < 0) goto done;

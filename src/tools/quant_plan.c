@@ -292,20 +292,38 @@ void ob_qplan_file(ob_qplan *p, const ob_gguf_t *g, int *types) {
     if (p->n_head_kv <= 0) p->n_head_kv = p->n_head;
     int n = (int)ob_gguf_n_tensors(g);
     const char **names = malloc((size_t)(n + 1) * sizeof *names);
-    int *order = malloc((size_t)(n + 1) * sizeof *order);
-    if (!names || !order) { /* out of memory: keep every type (the caller's checks still run) */
+    int *n_dims = malloc((size_t)(n + 1) * sizeof *n_dims), *cur = malloc((size_t)(n + 1) * sizeof *cur);
+    int64_t(*ne)[4] = malloc((size_t)(n + 1) * sizeof *ne);
+    if (names && n_dims && cur && ne) {
+        for (int i = 0; i < n; i++) {
+            const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+            names[i] = t->name;
+            n_dims[i] = t->n_dims;
+            cur[i] = t->type;
+            memcpy(ne[i], t->ne, sizeof ne[i]);
+        }
+        ob_qplan_tensors(p, n, names, n_dims, (const int64_t(*)[4])ne, cur, types);
+    } else { /* out of memory: keep every type (the caller's checks still run) */
         for (int i = 0; i < n; i++) types[i] = ob_gguf_tensor_at(g, i)->type;
-        free(names);
-        free(order);
+    }
+    free(names);
+    free(n_dims);
+    free(cur);
+    free(ne);
+}
+
+void ob_qplan_tensors(ob_qplan *p, int n, const char *const *names, const int *n_dims, const int64_t (*ne)[4], const int *cur,
+                      int *types) {
+    int *order = malloc((size_t)(n + 1) * sizeof *order);
+    if (!order) {
+        memcpy(types, cur, (size_t)n * sizeof *types);
         return;
     }
-    for (int i = 0; i < n; i++) names[i] = ob_gguf_tensor_at(g, i)->name;
     ob_qplan_begin(p, names, n);
     ob_qplan_order(names, order, n);
     for (int k = 0; k < n; k++) {
-        const ob_gguf_tensor *t = ob_gguf_tensor_at(g, order[k]);
-        types[order[k]] = ob_qplan_type(p, t->name, t->n_dims, t->ne, t->type);
+        int i = order[k];
+        types[i] = ob_qplan_type(p, names[i], n_dims[i], ne[i], cur[i]);
     }
-    free(names);
     free(order);
 }

@@ -55,6 +55,11 @@ void ob_qplan_order(const char *const *names, int *idx, int n);
  * Tensors that are not quantized (vectors, norms, ...) keep cur. */
 int ob_qplan_type(ob_qplan *p, const char *name, int n_dims, const int64_t *ne, int cur);
 
+/* Everything above for a list of tensors (names, n_dims, ne[4] each, current types):
+ * ob_qplan_begin, then ob_qplan_type in llama.cpp's order; the result in types[n]. */
+void ob_qplan_tensors(ob_qplan *p, int n, const char *const *names, const int *n_dims, const int64_t (*ne)[4], const int *cur,
+                      int *types);
+
 /* Everything above for a whole file: reads the hyperparameters the rules need from g (arch,
  * block_count, head counts, expert_count) into p, then the type of every tensor into
  * types[ob_gguf_n_tensors(g)], in llama.cpp's order. p->mix and the options must be set. */

@@ -110,7 +110,7 @@ static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err
         s->f32 = malloc(s->f32_cap * sizeof(float));
         if (!s->f32) {
             s->f32_cap = 0;
-            return ERR("quantize: out of memory decoding '%s'", t->name);
+            return ERR("out of memory decoding '%s'", t->name);
         }
     }
     for (int64_t r0 = 0; r0 < nrows; r0 += (int64_t)slab_rows) {
@@ -118,7 +118,7 @@ static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err
         from->to_float((const uint8_t *)t->data + (size_t)r0 * src_row, s->f32, n * ncols);
         for (int64_t i = 0; i < n * ncols; i++)
             if (!isfinite(s->f32[i]))
-                return ERR("quantize: tensor '%s' holds a non-finite value (%g) in row %lld; refusing to quantize it", t->name,
+                return ERR("tensor '%s' holds a non-finite value (%g) in row %lld; refusing to quantize it", t->name,
                            (double)s->f32[i], (long long)(r0 + i / ncols));
         quantize_slab(s, to, s->f32, (uint8_t *)dst + (size_t)r0 * dst_row, r0, n, ncols, t->ne[1], s->imp[idx]);
     }
@@ -223,7 +223,7 @@ int ob_cmd_quantize(int argc, char **argv) {
     order = calloc((size_t)n + 1, sizeof *order);
     names = calloc((size_t)n + 1, sizeof *names);
     if (!s.types || !s.imp || !order || !names) {
-        ERR("quantize: out of memory");
+        ERR("out of memory");
         goto done;
     }
     const char *arch = NULL;
@@ -245,17 +245,17 @@ int ob_cmd_quantize(int argc, char **argv) {
         const ob_type_traits *from = ob_type_get(t->type);
         int64_t nrows = t->ne[1] * t->ne[2] * t->ne[3];
         if (!from || !from->to_float || ob_type_row_size(t->type, t->ne[0]) * (size_t)nrows != t->size) {
-            ERR("quantize: tensor '%s' has type %s, which this build cannot decode to requantize it", t->name, ob_type_name(t->type));
+            ERR("tensor '%s' has type %s, which this build cannot decode to requantize it", t->name, ob_type_name(t->type));
             goto done;
         }
         if (t->type != OB_TYPE_F32 && t->type != OB_TYPE_F16 && t->type != OB_TYPE_BF16 && !s.allow_requantize) {
-            ERR("quantize: tensor '%s' is already quantized (%s); requantizing loses quality, pass --allow-requantize to do it anyway",
+            ERR("tensor '%s' is already quantized (%s); requantizing loses quality, pass --allow-requantize to do it anyway",
                 t->name, ob_type_name(t->type));
             goto done;
         }
         const ob_type_traits *tt = ob_type_get(to);
         if (!tt || !tt->from_float || t->ne[0] % tt->block_size != 0) {
-            ERR("quantize: tensor '%s' cannot be written as %s (row of %lld)", t->name, ob_type_name(to), (long long)t->ne[0]);
+            ERR("tensor '%s' cannot be written as %s (row of %lld)", t->name, ob_type_name(to), (long long)t->ne[0]);
             goto done;
         }
         if (im) {
@@ -263,13 +263,13 @@ int ob_cmd_quantize(int argc, char **argv) {
             const float *v = ob_imatrix_find(im, t->name, &nv);
             if (v && nv == t->ne[0] * t->ne[2]) s.imp[i] = v;
             else if (v && strcmp(t->name, "token_embd.weight") != 0) {
-                ERR("quantize: the importance matrix has %lld values for '%s', which needs %lld (a different model?)",
+                ERR("the importance matrix has %lld values for '%s', which needs %lld (a different model?)",
                     (long long)nv, t->name, (long long)(t->ne[0] * t->ne[2]));
                 goto done;
             }
         }
         if (!s.imp[i] && ob_qplan_needs_imatrix(&plan, t->name, to)) {
-            ERR("quantize: %s needs an importance matrix for tensor '%s' (%s); pass --imatrix FILE", plan.mix->name, t->name,
+            ERR("%s needs an importance matrix for tensor '%s' (%s); pass --imatrix FILE", plan.mix->name, t->name,
                 ob_type_name(to));
             goto done;
         }

@@ -443,6 +443,10 @@ static double type_rel_rmse(int t) {
     case OB_TYPE_MXFP4: return 0.11;
     case OB_TYPE_Q3_K: return 0.145;
     case OB_TYPE_Q2_K: return 0.27;
+    case OB_TYPE_Q4_0: return 0.09;
+    case OB_TYPE_Q8_0: return 0.0045;
+    case OB_TYPE_F16: case OB_TYPE_BF16: return 0.004;
+    case OB_TYPE_F32: return 0.0;
     default: return 0.3;
     }
 }
@@ -543,10 +547,168 @@ static void test_golden_32(void) {
     }
 }
 
+/* `1bit convert --type T` for every new type and two mixes, on a golden checkpoint (rows of
+ * 64): each matrix gets T or llama.cpp's fallback for T, and the model runs within the
+ * tolerance of the type it got. */
+static void test_convert_types(void) {
+    static const char *names[] = {"q4_1", "q5_0", "q5_1", "mxfp4", "iq4_nl", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_xs", "Q4_K_M", "Q5_K_S"};
+    char f32[512], q[512], err[512];
+    tmp_path(f32, sizeof f32, "conv-f32.gguf");
+    tmp_path(q, sizeof q, "conv-q.gguf");
+    char *a0[] = {"convert", "tests/golden/qwen2", "-o", f32, "--type", "f32", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, a0), 0);
+    int32_t tok[64];
+    int n = golden_tokens("qwen2", tok, 64), n_vocab = 0, nv = 0;
+    float *ref = model_logits(f32, tok, n, &n_vocab);
+    CHECK(ref != NULL);
+    for (size_t k = 0; ref && k < sizeof names / sizeof names[0]; k++) {
+        char *a[] = {"convert", "tests/golden/qwen2", "-o", q, "--type", (char *)names[k], NULL};
+        CHECK_EQ_INT(ob_cmd_convert(6, a), 0);
+        ob_gguf_t *g = NULL;
+        CHECK(ob_gguf_open(q, &g, err, sizeof err) == 0);
+        if (!g) continue;
+        int t = ob_type_from_name(names[k]), bad = 0;
+        double worst = 0; /* the least accurate type in the file sets the tolerance */
+        for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
+            const ob_gguf_tensor *x = ob_gguf_tensor_at(g, i);
+            if (x->n_dims < 2) continue;
+            if (t >= 0) bad += x->type != ob_qplan_fallback(t, x->ne[0]);
+            if (type_rel_rmse(x->type) > worst) worst = type_rel_rmse(x->type);
+        }
+        CHECK_EQ_INT(bad, 0);
+        ob_gguf_close(g);
+        float *got = model_logits(q, tok, n, &nv);
+        CHECK(got != NULL);
+        char what[64];
+        snprintf(what, sizeof what, "qwen2 convert %s", names[k]);
+        if (got) compare_logits(what, ref, got, n, n_vocab, 2.5 * worst);
+        free(got);
+    }
+    free(ref);
+    remove(f32);
+    remove(q);
+}
+
+/* An importance matrix (GGUF, as llama-imatrix writes) for every matrix of a model file:
+ * gen_importance values times count 4, so the normalised values are gen_importance's. */
+static int write_model_imatrix(const char *model, const char *path) {
+    ob_gguf_t *g = NULL;
+    char err[256];
+    if (ob_gguf_open(model, &g, err, sizeof err)) return -1;
+    ob_gguf_writer_t *w = ob_gguf_writer_new();
+    const char *ds[] = {"synthetic"};
+    ob_gguf_writer_set_arr_str(w, "imatrix.datasets", ds, NULL, 1);
+    ob_gguf_writer_set_u32(w, "imatrix.chunk_count", 1);
+    ob_gguf_writer_set_u32(w, "imatrix.chunk_size", 512);
+    static float vals[64][1024], four = 4.0f;
+    int rc = 0, nv = 0;
+    for (int64_t i = 0; i < ob_gguf_n_tensors(g) && nv < 64; i++) {
+        const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+        if (t->n_dims < 2 || t->ne[0] > 1024) continue;
+        gen_importance(vals[nv], (int)t->ne[0], 100 + (uint64_t)i);
+        for (int c = 0; c < t->ne[0]; c++) vals[nv][c] *= 4.0f;
+        char name[256];
+        int64_t ne[2] = {t->ne[0], 1}, one[2] = {1, 1};
+        snprintf(name, sizeof name, "%s.in_sum2", t->name);
+        rc |= ob_gguf_writer_add_tensor(w, name, OB_TYPE_F32, 2, ne, vals[nv++], err, sizeof err) < 0;
+        snprintf(name, sizeof name, "%s.counts", t->name);
+        rc |= ob_gguf_writer_add_tensor(w, name, OB_TYPE_F32, 2, one, &four, err, sizeof err) < 0;
+    }
+    rc |= ob_gguf_writer_write(w, path, NULL, NULL, err, sizeof err);
+    ob_gguf_writer_free(w);
+    ob_gguf_close(g);
+    return rc ? -1 : 0;
+}
+
+/* Importance-weighted squared error of tensor name in file q against file ref, with the
+ * importance values im gives it. */
+static double weighted_error(const char *ref, const char *q, const char *name, const ob_imatrix_t *im) {
+    ob_gguf_t *a = NULL, *b = NULL;
+    char err[256];
+    double e = -1;
+    if (ob_gguf_open(ref, &a, err, sizeof err) == 0 && ob_gguf_open(q, &b, err, sizeof err) == 0) {
+        const ob_gguf_tensor *ta = ob_gguf_find_tensor(a, name), *tb = ob_gguf_find_tensor(b, name);
+        int64_t nv = 0, n = ta ? ta->ne[0] * ta->ne[1] : 0;
+        const float *v = ob_imatrix_find(im, name, &nv);
+        float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
+        if (ta && tb && v && x && y) {
+            ob_type_get(ta->type)->to_float(ta->data, x, n);
+            ob_type_get(tb->type)->to_float(tb->data, y, n);
+            e = 0;
+            for (int64_t i = 0; i < n; i++) e += v[i % ta->ne[0]] * ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        }
+        free(x);
+        free(y);
+    }
+    ob_gguf_close(a);
+    ob_gguf_close(b);
+    return e;
+}
+
+static int file_has_key(const char *path, const char *key) {
+    ob_gguf_t *g = NULL;
+    char err[256];
+    int r = ob_gguf_open(path, &g, err, sizeof err) == 0 && ob_gguf_get(g, key) != NULL;
+    ob_gguf_close(g);
+    return r;
+}
+
+/* The tool's importance-matrix path and its refusals. */
+static void test_quantize_options(void) {
+    char model[512], im_path[512], q1[512], q2[512], err[512];
+    CHECK_EQ_INT(make_random_model("r4.json", "r4-f16.gguf", 4, "f16", model, sizeof model), 0);
+    tmp_path(im_path, sizeof im_path, "r4.imatrix.gguf");
+    tmp_path(q1, sizeof q1, "r4-plain.gguf");
+    tmp_path(q2, sizeof q2, "r4-imatrix.gguf");
+    CHECK_EQ_INT(write_model_imatrix(model, im_path), 0);
+    ob_imatrix_t *im = NULL;
+    CHECK(ob_imatrix_load(im_path, &im, err, sizeof err) == 0);
+    /* with an importance matrix the weighted error drops, and the file says where it came from */
+    CHECK_EQ_INT(quantize(model, q1, "Q3_K_S", NULL, NULL), 0);
+    CHECK_EQ_INT(quantize(model, q2, "Q3_K_S", "--imatrix", im_path), 0);
+    double e1 = weighted_error(model, q1, "blk.3.ffn_up.weight", im), e2 = weighted_error(model, q2, "blk.3.ffn_up.weight", im);
+    if (ob_test_verbose) fprintf(stderr, "  Q3_K_S weighted error: %.4g without, %.4g with the importance matrix\n", e1, e2);
+    CHECK(e1 > 0 && e2 > 0 && e2 < 0.9 * e1);
+    CHECK(!file_has_key(q1, "quantize.imatrix.file"));
+    CHECK(file_has_key(q2, "quantize.imatrix.file") && file_has_key(q2, "quantize.imatrix.entries_count"));
+    /* Q2_K_S needs one (as llama-quantize), and works with it */
+    CHECK(quantize(model, q1, "Q2_K_S", NULL, NULL) != 0);
+    CHECK_EQ_INT(quantize(model, q1, "Q2_K_S", "--imatrix", im_path), 0);
+    /* requantizing needs --allow-requantize */
+    CHECK(quantize(q2, q1, "Q4_K_M", NULL, NULL) != 0);
+    CHECK_EQ_INT(quantize(q2, q1, "Q4_K_M", "--allow-requantize", NULL), 0);
+    /* forced output / embedding types */
+    CHECK_EQ_INT(quantize(model, q1, "Q4_K_M", "--output-tensor-type", "q8_0"), 0);
+    ob_gguf_t *g = NULL;
+    CHECK(ob_gguf_open(q1, &g, err, sizeof err) == 0);
+    CHECK(g && ob_gguf_find_tensor(g, "output.weight")->type == OB_TYPE_Q8_0);
+    ob_gguf_close(g);
+    CHECK_EQ_INT(quantize(model, q1, "Q4_K_M", "--token-embedding-type", "f16"), 0);
+    CHECK(ob_gguf_open(q1, &g, err, sizeof err) == 0);
+    CHECK(g && ob_gguf_find_tensor(g, "token_embd.weight")->type == OB_TYPE_F16);
+    ob_gguf_close(g);
+    /* refusals: an unknown type, the input as output, an importance matrix of another shape */
+    CHECK(quantize(model, q1, "IQ2_XXS", NULL, NULL) != 0);
+    CHECK(quantize(model, model, "Q4_K_M", NULL, NULL) != 0);
+    char small[512];
+    tmp_path(small, sizeof small, "small.imatrix.gguf");
+    float sums[128] = {0};
+    CHECK(write_imatrix_gguf(small, "blk.0.attn_q.weight", sums, 128, 1.0f, 1) == 0);
+    CHECK(quantize(model, q1, "Q4_K_M", "--imatrix", small) != 0);
+    remove(small);
+    ob_imatrix_free(im);
+    remove(model);
+    remove(im_path);
+    remove(q1);
+    remove(q2);
+}
+
 OB_SUITE(quant_files) {
     test_corrupt();
     test_imatrix();
     test_mixes();
     test_end_to_end();
     test_golden_32();
+    test_convert_types();
+    test_quantize_options();
 }
