@@ -287,7 +287,8 @@ static int step(ob_sched_t *s) {
     ob_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_want};
     char err[256];
     int rc = ob_decode(s->ctx, &b, err, sizeof err);
-    /* Book-keeping of what entered each slot's cache. */
+    /* Book-keeping of what entered each slot's cache (under mu: ob_sched_slot_info reads n_cached). */
+    pthread_mutex_lock(&s->mu);
     for (int k = 0; k < n; k++) {
         slot_t *sl = &s->slots[s->b_seq[k]];
         if (rc == 0) sl->cached[s->b_pos[k]] = s->b_tok[k];
@@ -295,6 +296,7 @@ static int step(ob_sched_t *s) {
         ob_req_t *r = sl->req;
         if (r && r->phase == PHASE_PROMPT && rc == 0 && s->b_pos[k] + 1 > r->n_fed) r->n_fed = s->b_pos[k] + 1;
     }
+    pthread_mutex_unlock(&s->mu);
     if (rc != 0) {
         for (int k = 0; k < n; k++) {
             slot_t *sl = &s->slots[s->b_seq[k]];
@@ -302,7 +304,9 @@ static int step(ob_sched_t *s) {
             if (!r) continue;
             snprintf(r->err, sizeof r->err, "%s", err);
             ob_kv_seq_truncate(s->ctx, s->b_seq[k], 0);
+            pthread_mutex_lock(&s->mu);
             sl->n_cached = 0;
+            pthread_mutex_unlock(&s->mu);
             finish(s, r, OB_FINISH_ERROR, NULL);
         }
         return 1;
