@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const BIN = path.join(ROOT, 'build/1bit');
+export const BIN = process.env.OB_E2E_BIN || path.join(ROOT, 'build/1bit'); // OB_E2E_BIN: e.g. a sanitizer build
 export const TMP = path.join(ROOT, 'tests/tmp');
 export const MODEL = process.env.OB_E2E_MODEL || path.join(TMP, 'e2e.gguf');
 
