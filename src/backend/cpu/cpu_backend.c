@@ -4,7 +4,10 @@
  * against), split over the thread pool. Matmul dequantizes one weight row at a time with the
  * reference routines of format/quant and dots it with every token's activations, so a row is
  * decoded once per batch, not once per token.
- * Does not own: SIMD kernels (the CPU speed issue adds them beside this file).
+ * The fast path (cpu_matmul.c over kernels_*.c) takes every matmul whose weight type has
+ * kernels; this file's plain-C loop remains for the other types and when OB_CPU_KERNELS=reference
+ * (for A/B comparisons).
+ * Does not own: SIMD kernels (kernels_*.c), the fast matmul driver (cpu_matmul.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_matmul.h"
 #include "backend/cpu/threadpool.h"
 #include "format/quant.h"
 #include "format/quant_tensor.h"
@@ -24,6 +28,7 @@ typedef struct {
     int64_t row_cap;
     float *xrot;           /* [xrot_cap]: activations rotated for lean4 weights */
     size_t xrot_cap;
+    ob_cpu_mm *mm;         /* fast matmul driver, NULL when OB_CPU_KERNELS=reference */
 } cpu_state;
 
 static cpu_state *st(ob_backend *b) { return (cpu_state *)b->priv; }
@@ -40,6 +45,11 @@ static int cpu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t e
     s->row_scratch = calloc((size_t)s->n_threads, sizeof(float *));
     b->priv = s;
     pick_kernels();
+    const char *want = getenv("OB_CPU_KERNELS");
+    if (!want || strcmp(want, "reference") != 0) {
+        s->mm = ob_cpu_mm_new(s->n_threads, NULL);
+        if (!s->mm) { snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
+    }
     return 0;
 }
 
@@ -47,6 +57,7 @@ static void cpu_free(ob_backend *b) {
     cpu_state *s = st(b);
     if (!s) return;
     ob_pool_free(s->pool);
+    ob_cpu_mm_free(s->mm);
     for (int i = 0; i < s->n_threads; i++) free(s->row_scratch[i]);
     free(s->row_scratch);
     free(s->xrot);
@@ -226,6 +237,10 @@ static void cpu_matmul(ob_backend *b, const ob_weight *w, const float *x, float 
         x = s->xrot;
     }
 #endif
+    if (s->mm && ob_cpu_mm_supports(s->mm, w->type)) {
+        if (ob_cpu_mm_run(s->mm, s->pool, w, x, y, n) != 0) abort(); /* scratch: no error path in the op table */
+        return;
+    }
     matmul_job j = {s, w, x, y, n};
     ob_pool_run(s->pool, matmul_task, &j);
 }

@@ -27,8 +27,18 @@
 #endif
 
 #define INLINE static inline __attribute__((always_inline))
+#define UNROLL8 _Pragma("GCC unroll 8")
+#define UNROLL4 _Pragma("GCC unroll 4")
+#define UNROLL16 _Pragma("GCC unroll 16")
 
 /* ---- small helpers ------------------------------------------------------------------------ */
+
+/* acc += u8 codes w . s8 activation dword at a4, broadcast (vpdpbusd with {1to16}). Written in
+ * asm because GCC copies the accumulator around the intrinsic and does not fold the broadcast. */
+INLINE __m512i dpbusd_b(__m512i acc, __m512i w, const int8_t *a4) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)a4));
+    return acc;
+}
 
 /* Level 1-2 of the 16-row reduction: z[i] holds rows 4i..4i+3, one partial per 128-bit lane. */
 INLINE void red_l12(const __m512i v[16], __m512i z[4]) {
@@ -405,6 +415,172 @@ static void gemv_q6_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
     GEMV_EPILOGUE
 }
 
+/* ---- panel packing: SIMD row decoders (natural order, as the scalar decoders) + transpose ---- */
+
+static void xdec_q8_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 34;
+    *dw = ob_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
+    _mm256_storeu_si256((__m256i *)codes, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80)));
+}
+
+static void xdec_q4_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 18;
+    *dw = ob_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
+    __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2)), m4 = _mm_set1_epi8(15);
+    _mm_storeu_si128((__m128i *)codes, _mm_and_si128(x, m4));
+    _mm_storeu_si128((__m128i *)(codes + 16), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+}
+
+static void xdec_tq2_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 66;
+    *dw = ob_fp16_to_fp32((uint16_t)(blk[64] | blk[65] << 8));
+    __m512i v = _mm512_loadu_si512(blk), m3 = _mm512_set1_epi8(3);
+    for (int j = 0; j < 4; j++) {
+        __m512i c = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3);
+        _mm256_storeu_si256((__m256i *)(codes + 32 * j), _mm512_castsi512_si256(c));
+        _mm256_storeu_si256((__m256i *)(codes + 128 + 32 * j), _mm512_extracti64x4_epi64(c, 1));
+    }
+}
+
+static void xdec_tq1_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 54;
+    *dw = ob_fp16_to_fp32((uint16_t)(blk[52] | blk[53] << 8));
+    const __m512i c86 = _mm512_set1_epi8(86), c171 = _mm512_set1_epi8((char)171), one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
+    __m512i p = _mm512_maskz_loadu_epi8(0x000FFFFFFFFFFFFFull, blk);
+    for (int k = 0; k < 5; k++) {
+        if (k) p = _mm512_add_epi8(_mm512_add_epi8(p, p), p);
+        __m512i t = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(p, c86), one);
+        t = _mm512_mask_mov_epi8(t, _mm512_cmpge_epu8_mask(p, c171), two);
+        _mm256_storeu_si256((__m256i *)(codes + 32 * k), _mm512_castsi512_si256(t));
+        _mm_storeu_si128((__m128i *)(codes + 160 + 16 * k), _mm512_extracti32x4_epi32(t, 2));
+        if (k < 4) {
+            int32_t v = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(t, 3));
+            memcpy(codes + 240 + 4 * k, &v, 4);
+        }
+    }
+}
+
+static void xdec_i2_s(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(row + b * 32)), m3 = _mm256_set1_epi8(3);
+    *dw = 1.0f;
+    for (int g = 0; g < 4; g++)
+        _mm256_storeu_si256((__m256i *)(codes + 32 * g), _mm256_and_si256(_mm256_srli_epi16(v, 6 - 2 * g), m3));
+}
+
+INLINE void xdec_kq45(const uint8_t *blk, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm, const int five) {
+    *dw = ob_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
+    *dm = -ob_fp16_to_fp32((uint16_t)(blk[2] | blk[3] << 8));
+    uint32_t sm[4];
+    k4_unpack(blk + 4, sm);
+    const uint8_t *s8 = (const uint8_t *)sm;
+    for (int j = 0; j < 8; j++) sc[j] = s8[j], mn[j] = s8[8 + j];
+    const uint8_t *qs = blk + (five ? 48 : 16);
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const __m256i h = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        if (five) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4));
+        }
+        _mm256_storeu_si256((__m256i *)(codes + 64 * c), lo);
+        _mm256_storeu_si256((__m256i *)(codes + 64 * c + 32), hi);
+    }
+}
+
+static void xdec_q4_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    xdec_kq45(row + b * 144, codes, sc, mn, dw, dm, 0);
+}
+static void xdec_q5_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    xdec_kq45(row + b * 176, codes, sc, mn, dw, dm, 1);
+}
+
+static void xdec_q6_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 210;
+    *dw = ob_fp16_to_fp32((uint16_t)(blk[208] | blk[209] << 8));
+    _mm512_storeu_si512(sc, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))));
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        __m512i L = _mm512_loadu_si512(blk + 64 * h);
+        __m256i Q = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        __m512i H01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
+        __m512i H23 = _mm512_srli_epi16(H01, 4);
+        _mm512_storeu_si512(codes + 128 * h, _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H01, m3), 4)));
+        _mm512_storeu_si512(codes + 128 * h + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                                                                  _mm512_slli_epi16(_mm512_and_si512(H23, m3), 4)));
+    }
+}
+
+/* out[i] = dword i of r[0..15] (a 16 x 16 dword transpose). */
+INLINE void tr16(const __m512i r[16], __m512i out[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512i ab0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), ab1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+        __m512i cd0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), cd1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        out[j] = _mm512_shuffle_i32x4(ab0, cd0, 0x88);
+        out[4 + j] = _mm512_shuffle_i32x4(ab0, cd0, 0xDD);
+        out[8 + j] = _mm512_shuffle_i32x4(ab1, cd1, 0x88);
+        out[12 + j] = _mm512_shuffle_i32x4(ab1, cd1, 0xDD);
+    }
+}
+
+/* Decodes 16 rows (padding rows repeat the last one with zero scales) block by block into
+ * natural-order codes, 64 elements per row at a time, and transposes them into the panel. */
+INLINE void pack16(const ob_weight *w, int64_t r0, ob_panel *p, ob_kdec_fn dec) {
+    const ob_kfmt *f = ob_kfmt_get(w->type);
+    const int64_t k = w->n_in, nb = k / f->qb, nsub = f->qb / f->sb;
+    const int step = f->qb < 64 ? 64 / f->qb : 1; /* blocks per 64-code group */
+    _Alignas(64) uint8_t codes[16][256];
+    int32_t sc[16], mn[16];
+    p->scale = w->scale;
+    for (int64_t b = 0; b < nb; b += step) {
+        const int nblk = b + step <= nb ? step : (int)(nb - b);
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + (r < p->nr ? r : p->nr - 1)) * w->row_bytes;
+            for (int s = 0; s < step; s++) {
+                float dw = 0, dm = 0;
+                if (s >= nblk) { /* past the last block: zero codes, nothing stored */
+                    memset(codes[r] + s * f->qb, 0, (size_t)f->qb);
+                    continue;
+                }
+                for (int j = 0; j < nsub; j++) sc[j] = 1, mn[j] = 0;
+                dec(row, b + s, codes[r] + s * f->qb, sc, mn, &dw, &dm);
+                const int live = r < p->nr;
+                for (int j = 0; j < nsub; j++) {
+                    p->sc[((b + s) * nsub + j) * 16 + r] = live ? sc[j] : 0;
+                    p->mn[((b + s) * nsub + j) * 16 + r] = live ? mn[j] : 0;
+                }
+                p->dw[(b + s) * 16 + r] = live ? dw : 0;
+                p->dm[(b + s) * 16 + r] = live ? dm : 0;
+            }
+        }
+        const int ncodes = nblk * f->qb; /* codes of this step per row */
+        for (int g = 0; g < (ncodes + 63) / 64; g++) {
+            __m512i in[16], out[16];
+            for (int r = 0; r < 16; r++) in[r] = _mm512_load_si512(codes[r] + 64 * g);
+            tr16(in, out);
+            uint8_t *dst = p->codes + (b * f->qb + 64 * g) * 16;
+            const int nq = ncodes - 64 * g >= 64 ? 16 : (ncodes - 64 * g) / 4;
+            for (int i = 0; i < nq; i++) _mm512_store_si512(dst + 64 * i, out[i]);
+        }
+    }
+}
+
+#define PACK(T) \
+    static void pack_##T(const ob_weight *w, int64_t r0, ob_panel *p) { pack16(w, r0, p, xdec_##T); }
+PACK(q8_0) PACK(q4_0) PACK(tq2_0) PACK(tq1_0) PACK(i2_s) PACK(q4_K) PACK(q5_K) PACK(q6_K)
+
 /* ---- GEMM on packed panels ------------------------------------------------------------------
  * Tile: 16 rows (one vector, lane = row) x C tokens. Per group of 4 elements one load of the
  * panel and C vpdpbusd whose activation dword is broadcast from memory. */
@@ -415,45 +591,41 @@ INLINE void gemm_tile(const int QB, const int SB, const int OFF, const int SC, c
     const int8_t *q[8];
     const int32_t *ac[8];
     const float *da[8];
-    for (int c = 0; c < C; c++) {
+    UNROLL8 for (int c = 0; c < C; c++) {
         q[c] = a->qs + (t + c) * k;
         ac[c] = a->ac + (t + c) * nsb;
         da[c] = a->d + (t + c) * nb;
     }
     __m512 facc[8];
-    for (int c = 0; c < C; c++) facc[c] = _mm512_setzero_ps();
+    UNROLL8 for (int c = 0; c < C; c++) facc[c] = _mm512_setzero_ps();
     const uint8_t *codes = p->codes;
     for (int64_t b = 0; b < nb; b++) {
         __m512i isum[8];
-        for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+        UNROLL8 for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
         for (int j = 0; j < nsub; j++) {
             const int64_t js = b * nsub + j;
             __m512i iacc[8];
-            for (int c = 0; c < C; c++) iacc[c] = OFF ? _mm512_set1_epi32(ac[c][js]) : _mm512_setzero_si512();
+            UNROLL8 for (int c = 0; c < C; c++) iacc[c] = OFF ? _mm512_set1_epi32(ac[c][js]) : _mm512_setzero_si512();
             for (int i = 0; i < SB / 4; i++) {
                 const int64_t kk = js * SB + 4 * i;
                 const __m512i wv = _mm512_load_si512(codes + kk * 16);
-                for (int c = 0; c < C; c++) {
-                    int32_t a4;
-                    memcpy(&a4, q[c] + kk, 4);
-                    iacc[c] = _mm512_dpbusd_epi32(iacc[c], wv, _mm512_set1_epi32(a4));
-                }
+                UNROLL8 for (int c = 0; c < C; c++) iacc[c] = dpbusd_b(iacc[c], wv, q[c] + kk);
             }
             if (SC) {
                 const __m512i scv = _mm512_load_si512(p->sc + js * 16);
-                for (int c = 0; c < C; c++) {
+                UNROLL8 for (int c = 0; c < C; c++) {
                     __m512i m = _mm512_mullo_epi32(iacc[c], scv);
                     isum[c] = _mm512_add_epi32(isum[c], m);
                 }
             } else {
-                for (int c = 0; c < C; c++) isum[c] = iacc[c];
+                UNROLL8 for (int c = 0; c < C; c++) isum[c] = iacc[c];
             }
         }
         const __m512 dw = _mm512_load_ps(p->dw + b * 16);
-        for (int c = 0; c < C; c++) facc[c] = kstep(facc[c], isum[c], dw, da[c][b]);
+        UNROLL8 for (int c = 0; c < C; c++) facc[c] = kstep(facc[c], isum[c], dw, da[c][b]);
         if (MN) {
             const __m512 dm = _mm512_load_ps(p->dm + b * 16);
-            for (int c = 0; c < C; c++) {
+            UNROLL8 for (int c = 0; c < C; c++) {
                 __m512i m = _mm512_setzero_si512();
                 for (int j = 0; j < nsub; j++)
                     m = _mm512_add_epi32(m, _mm512_mullo_epi32(_mm512_load_si512(p->mn + (b * nsub + j) * 16),
@@ -464,7 +636,7 @@ INLINE void gemm_tile(const int QB, const int SB, const int OFF, const int SC, c
     }
     const __mmask16 sm = (__mmask16)((1u << p->nr) - 1);
     const __m512 ts = _mm512_set1_ps(p->scale);
-    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(y + c * ldy, sm, _mm512_mul_ps(facc[c], ts));
+    UNROLL8 for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(y + c * ldy, sm, _mm512_mul_ps(facc[c], ts));
 }
 
 #define GEMM_FMT(NAME, QB, SB, OFF, SC, MN)                                                     \
@@ -558,21 +730,21 @@ INLINE void ftile(const int type, const int RR, const int C, const ob_weight *w,
                   float *y, int64_t ldy) {
     const int64_t k = w->n_in;
     const void *rows[4];
-    for (int i = 0; i < RR; i++) rows[i] = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
+    UNROLL4 for (int i = 0; i < RR; i++) rows[i] = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
     __m512 acc[4][6];
-    for (int i = 0; i < RR; i++)
-        for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
+    UNROLL4 for (int i = 0; i < RR; i++)
+        UNROLL8 for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
     for (int64_t kk = 0; kk < k; kk += 16) {
         const __mmask16 m = k - kk >= 16 ? 0xFFFF : (__mmask16)((1u << (k - kk)) - 1);
         __m512 wv[4];
-        for (int i = 0; i < RR; i++) wv[i] = load_w(type, rows[i], kk, m);
-        for (int c = 0; c < C; c++) {
+        UNROLL4 for (int i = 0; i < RR; i++) wv[i] = load_w(type, rows[i], kk, m);
+        UNROLL8 for (int c = 0; c < C; c++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + (t + c) * k + kk);
-            for (int i = 0; i < RR; i++) acc[i][c] = _mm512_fmadd_ps(wv[i], xv, acc[i][c]);
+            UNROLL4 for (int i = 0; i < RR; i++) acc[i][c] = _mm512_fmadd_ps(wv[i], xv, acc[i][c]);
         }
     }
-    for (int c = 0; c < C; c++)
-        for (int i = 0; i < RR; i++) y[(t + c) * ldy + i] = hsum_ps(acc[i][c]) * w->scale;
+    UNROLL8 for (int c = 0; c < C; c++)
+        UNROLL4 for (int i = 0; i < RR; i++) y[(t + c) * ldy + i] = hsum_ps(acc[i][c]) * w->scale;
 }
 
 INLINE void gemm_f_type(const int type, const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y,
@@ -651,8 +823,6 @@ static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
     }
 }
 
-static void pack(const ob_weight *w, int64_t r0, ob_panel *p) { ob_kpack_generic(w, r0, p); }
-
 static const ob_kernels table = {
     .name = "avx512",
     .R = 16,
@@ -660,8 +830,9 @@ static const ob_kernels table = {
     .gemv = {[OB_TYPE_Q8_0] = gemv_q8_0, [OB_TYPE_Q4_0] = gemv_q4_0, [OB_TYPE_TQ2_0] = gemv_tq2_0,
              [OB_TYPE_TQ1_0] = gemv_tq1_0, [OB_TYPE_I2_S] = gemv_i2_s, [OB_TYPE_Q4_K] = gemv_q4_K,
              [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K},
-    .pack = {[OB_TYPE_Q8_0] = pack, [OB_TYPE_Q4_0] = pack, [OB_TYPE_TQ2_0] = pack, [OB_TYPE_TQ1_0] = pack,
-             [OB_TYPE_I2_S] = pack, [OB_TYPE_Q4_K] = pack, [OB_TYPE_Q5_K] = pack, [OB_TYPE_Q6_K] = pack},
+    .pack = {[OB_TYPE_Q8_0] = pack_q8_0, [OB_TYPE_Q4_0] = pack_q4_0, [OB_TYPE_TQ2_0] = pack_tq2_0,
+             [OB_TYPE_TQ1_0] = pack_tq1_0, [OB_TYPE_I2_S] = pack_i2_s, [OB_TYPE_Q4_K] = pack_q4_K,
+             [OB_TYPE_Q5_K] = pack_q5_K, [OB_TYPE_Q6_K] = pack_q6_K},
     .gemm = gemm,
     .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
     .dot_f32 = dot_f32,
