@@ -277,7 +277,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             /* A client waiting for 100-continue gets the 413 instead; any other is read to the
              * end first (and discarded), so it sees the 413 rather than a reset connection. */
             c->too_large = 1;
-            if (expect && strcasestr(expect, "100-continue")) {
+            /* ... unless it is far too large to be worth reading. */
+            if ((expect && strcasestr(expect, "100-continue")) || strtoull(cl, NULL, 10) / 4 > h->cfg.max_body) {
                 char m[128];
                 snprintf(m, sizeof m, "request body exceeds the limit of %zu bytes", h->cfg.max_body);
                 return reply_error(c, mc, 413, "invalid_request_error", m);
