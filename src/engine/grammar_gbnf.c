@@ -64,7 +64,7 @@ void ob_gbuf_cp(ob_gbuf *b, uint32_t cp) {
     else ob_gbuf_printf(b, "\\U%08X", (unsigned)cp);
 }
 
-int ob_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+int ob_grammar_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     if (n == 0) return 0;
     unsigned c = s[0];
     if (c < 0x80) { *cp = c; return 1; }
@@ -89,7 +89,7 @@ size_t ob_grammar_gbnf_literal(const char *s, size_t len, char *out, size_t outl
     ob_gbuf_put(&b, "\"", 1);
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        int l = ob_utf8_decode((const unsigned char *)s + i, len - i, &cp);
+        int l = ob_grammar_utf8_decode((const unsigned char *)s + i, len - i, &cp);
         if (l == 0) { cp = 0xFFFD; l = 1; }   /* invalid UTF-8 cannot be matched: replaced */
         if (cp == '"') ob_gbuf_put(&b, "\\\"", 2);
         else if (cp == '\\') ob_gbuf_put(&b, "\\\\", 2);
@@ -422,7 +422,7 @@ static int read_char(gparser *p, uint32_t *cp) {
         *cp = v;
         return 0;
     }
-    int l = ob_utf8_decode((const unsigned char *)p->s + p->pos, p->len - p->pos, cp);
+    int l = ob_grammar_utf8_decode((const unsigned char *)p->s + p->pos, p->len - p->pos, cp);
     if (l == 0) return fail_at(p, start, "invalid UTF-8 in grammar");
     p->pos += (size_t)l;
     return 0;

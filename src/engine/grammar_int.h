@@ -109,7 +109,7 @@ void ob_gbuf_cp(ob_gbuf *b, uint32_t cp);
 
 /* Strict UTF-8 decode of one code point at s[0..n): returns its length (1..4) and *cp, or 0 for
  * invalid (overlong, surrogate, > U+10FFFF, truncated). */
-int ob_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+int ob_grammar_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 
 /* Regular expression (JSON Schema "pattern", an ECMA-262 subset) -> GBNF rules for the content of
  * a JSON string whose decoded text matches. Appends the rules to out, named prefix + "...", the

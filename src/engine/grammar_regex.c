@@ -152,7 +152,7 @@ static int read_escape(rx *x, uint32_t *cp, cset *set, int in_class) {
         if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) return rfail(x, "unknown escape");
         x->pos--;
         {
-            int l = ob_utf8_decode((const unsigned char *)x->s + x->pos, x->n - x->pos, cp);
+            int l = ob_grammar_utf8_decode((const unsigned char *)x->s + x->pos, x->n - x->pos, cp);
             if (!l) return rfail(x, "invalid UTF-8");
             x->pos += (size_t)l;
         }
@@ -161,7 +161,7 @@ static int read_escape(rx *x, uint32_t *cp, cset *set, int in_class) {
 }
 
 static int read_literal(rx *x, uint32_t *cp) {
-    int l = ob_utf8_decode((const unsigned char *)x->s + x->pos, x->n - x->pos, cp);
+    int l = ob_grammar_utf8_decode((const unsigned char *)x->s + x->pos, x->n - x->pos, cp);
     if (!l) return rfail(x, "invalid UTF-8");
     x->pos += (size_t)l;
     return 0;

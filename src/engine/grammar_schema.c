@@ -371,24 +371,23 @@ static const char *integer_rule(conv *c, json_t *s, const char *hint, const char
 
 /* Decimals m.f with m in [a, b] (integers >= 0; b < 0: unbounded) and fraction kind fk:
  * 0 any fraction or none, 1 only zeros or none, 2 at least one nonzero digit. */
-static void mag_alt(conv *c, ob_gbuf *b, int *alts, uint64_t a, int64_t hi, int fk) {
+static void mag_alt(ob_gbuf *b, int *alts, uint64_t a, int64_t hi, int fk) {
     if (hi >= 0 && (uint64_t)hi < a) return;
     static const char *FR[3] = {" ( \".\" [0-9]{1,16} )?", " ( \".\" \"0\"{1,16} )?", " \".\" \"0\"{0,15} [1-9] [0-9]{0,15}"};
-    (void)c;
     ob_gbuf_puts(b, (*alts)++ ? " |" : "");
     uint_range(b, a, hi < 0 ? UINT64_MAX : (uint64_t)hi);
     ob_gbuf_puts(b, FR[fk]);
 }
 
 /* Magnitudes t = m.f with lo <= t <= hi (integer bounds, strict flags; hi < 0: none). */
-static void magnitude(conv *c, ob_gbuf *b, int *alts, int64_t lo, int slo, int64_t hi, int shi) {
-    if (hi < 0) { mag_alt(c, b, alts, (uint64_t)lo + (slo ? 1 : 0), -1, 0); if (slo) mag_alt(c, b, alts, (uint64_t)lo, lo, 2); return; }
+static void magnitude(ob_gbuf *b, int *alts, int64_t lo, int slo, int64_t hi, int shi) {
+    if (hi < 0) { mag_alt(b, alts, (uint64_t)lo + (slo ? 1 : 0), -1, 0); if (slo) mag_alt(b, alts, (uint64_t)lo, lo, 2); return; }
     if (lo > hi || (lo == hi && (slo || shi))) return;
     /* integer part in [lo', hi-1] with any fraction; lo with a nonzero fraction when strict; hi exact */
     int64_t first = lo + (slo ? 1 : 0);
-    if (first <= hi - 1) mag_alt(c, b, alts, (uint64_t)first, hi - 1, 0);
-    if (slo && lo < hi) mag_alt(c, b, alts, (uint64_t)lo, lo, 2);
-    if (!shi) mag_alt(c, b, alts, (uint64_t)hi, hi, 1);
+    if (first <= hi - 1) mag_alt(b, alts, (uint64_t)first, hi - 1, 0);
+    if (slo && lo < hi) mag_alt(b, alts, (uint64_t)lo, lo, 2);
+    if (!shi) mag_alt(b, alts, (uint64_t)hi, hi, 1);
 }
 
 static const char *number_rule(conv *c, json_t *s, const char *hint, const char *path) {
@@ -407,7 +406,7 @@ static const char *number_rule(conv *c, json_t *s, const char *hint, const char 
     if (!hi.set || H > 0 || (H == 0 && !sh)) {
         int64_t a = lo.set && L > 0 ? L : 0;
         int sa = lo.set && L >= 0 ? sl : 0;
-        magnitude(c, &b, &alts, a, sa, hi.set ? H : -1, sh);
+        magnitude(&b, &alts, a, sa, hi.set ? H : -1, sh);
     }
     /* v < 0 written as -m.f: t = -v in [max(-H,0), -L] */
     if (!lo.set || L < 0) {
@@ -416,7 +415,7 @@ static const char *number_rule(conv *c, json_t *s, const char *hint, const char 
         int64_t a = hi.set && H < 0 ? -H : 0;
         int sa = hi.set && H <= 0 ? sh : 0;
         if (hi.set && H > 0) sa = 0;
-        magnitude(c, &nb, &nalts, a, sa, lo.set ? -L : -1, sl);
+        magnitude(&nb, &nalts, a, sa, lo.set ? -L : -1, sl);
         if (nalts) {
             ob_gbuf_printf(&b, "%s \"-\" (%s )", alts ? " |" : "", nb.p ? nb.p : "");
             alts++;
@@ -717,7 +716,7 @@ static const char *additional_key(conv *c, json_t *props, const char *hint) {
         if (n == 0) empty_name = 1;
         for (size_t i = 0; i < n;) {
             uint32_t cp;
-            int l = ob_utf8_decode((const unsigned char *)k + i, n - i, &cp);
+            int l = ob_grammar_utf8_decode((const unsigned char *)k + i, n - i, &cp);
             if (!l) { cp = 0xFFFD; l = 1; }
             i += (size_t)l;
             for (t = *lvl; t && t->cp != cp; t = t->next) {}
@@ -916,12 +915,14 @@ static const char *array_rule(conv *c, json_t *s, const char *hint, const char *
         child_path(p, sizeof p, p, ix);
         if (!(pr[i] = visit(c, json_array_get(prefix, i), h, p, depth + 1))) { free(pr); return NULL; }
     }
-    /* tail(i): what may follow after i items, as rules from the end backwards (no nesting). */
+    /* tail(i): what may follow after i items, as rules from the end backwards (no nesting).
+     * The first item is pr[0], or a rest item when there is no tuple. */
     const char *tail = NULL;
     ob_gbuf b = {0};
     long used = n_max >= 0 && n_max < (long)k ? n_max : (long)k;
-    if (rest && (n_max < 0 || n_max > used)) {
-        long lo = min > used ? min - used : 0, hi = n_max < 0 ? -1 : n_max - used;
+    long before = used > 0 ? used : 1;   /* items written before the repeated rest items */
+    if (rest && (n_max < 0 || n_max > before)) {
+        long lo = min > before ? min - before : 0, hi = n_max < 0 ? -1 : n_max - before;
         if (hi < 0) ob_gbuf_printf(&b, "( \",\" %s %s ){%ld,}", space, rest, lo);
         else ob_gbuf_printf(&b, "( \",\" %s %s ){%ld,%ld}", space, rest, lo, hi);
         char h[200];
@@ -929,27 +930,16 @@ static const char *array_rule(conv *c, json_t *s, const char *hint, const char *
         if (!(tail = rule_from(c, h, &b))) { free(pr); return NULL; }
     }
     for (long i = used - 1; i >= 1; i--) {   /* after i items: ", item_i" (optional once i >= min) */
-        ob_gbuf_printf(&b, "\",\" %s %s%s%s", space, pr[i], tail ? " " : "", tail ? tail : "");
+        ob_gbuf_printf(&b, "%s\",\" %s %s%s%s%s", i >= min ? "( " : "", space, pr[i], tail ? " " : "", tail ? tail : "",
+                       i >= min ? " )?" : "");
         char h[200];
         child_hint(h, sizeof h, hint, "tail");
-        if (i >= min) { char *t = b.p; b = (ob_gbuf){0}; ob_gbuf_printf(&b, "( %s )?", t ? t : ""); free(t); }
         if (!(tail = rule_from(c, h, &b))) { free(pr); return NULL; }
     }
     ob_gbuf_printf(&b, "\"[\" %s", space);
-    if (used > 0 || (rest && n_max != 0)) {
-        const char *first = used > 0 ? pr[0] : rest;
-        /* with no tuple, the repetition tail above counted from 0 items: recount from 1 */
-        if (used == 0) {
-            long lo = min > 1 ? min - 1 : 0, hi = n_max < 0 ? -1 : n_max - 1;
-            ob_gbuf tb = {0};
-            if (hi < 0) ob_gbuf_printf(&tb, "( \",\" %s %s ){%ld,}", space, rest, lo);
-            else ob_gbuf_printf(&tb, "( \",\" %s %s ){%ld,%ld}", space, rest, lo, hi);
-            char h[200];
-            child_hint(h, sizeof h, hint, "rest");
-            if (!(tail = rule_from(c, h, &tb))) { free(b.p); free(pr); return NULL; }
-        }
-        ob_gbuf_printf(&b, " %s( %s%s%s %s )%s", "", first, tail ? " " : "", tail ? tail : "", space, min > 0 ? "" : "?");
-    }
+    if (used > 0 || (rest && n_max != 0))
+        ob_gbuf_printf(&b, " ( %s%s%s %s )%s", used > 0 ? pr[0] : rest, tail ? " " : "", tail ? tail : "", space,
+                       min > 0 ? "" : "?");
     ob_gbuf_puts(&b, " \"]\"");
     free(pr);
     return rule_from(c, hint, &b);
