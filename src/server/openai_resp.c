@@ -334,7 +334,9 @@ static void f_end(ob_gen *g, ob_sbuf *out) {
         ev(g, out, "message_delta", json_pack("{s:{s:s, s:n}, s:{s:i, s:i}, s:o}", "delta", "stop_reason", msg_stop_reason(g),
                                               "stop_sequence", "usage", "input_tokens", g->q.n_prompt, "output_tokens", g->ch[0].n_tok,
                                               "timings", ob_gen_timings(g)));
-        ev(g, out, "message_stop", json_object());
+        /* Not Anthropic's, but every stream's last event carries usage and timings here. */
+        ev(g, out, "message_stop", json_pack("{s:{s:i, s:i}, s:o}", "usage", "input_tokens", g->q.n_prompt, "output_tokens",
+                                             g->ch[0].n_tok, "timings", ob_gen_timings(g)));
     } else {
         ev(g, out, "response.completed", json_pack("{s:o}", "response", response_obj(g, "completed", json_incref(b->items))));
     }

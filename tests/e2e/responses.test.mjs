@@ -79,6 +79,8 @@ test('messages (Anthropic): content blocks, stop_reason, usage; streamed events'
   const ev = await readSSE(res);
   assert.equal(ev[0].event, 'message_start');
   assert.equal(ev.at(-1).event, 'message_stop');
+  assert.equal(ev.at(-1).data.usage.output_tokens, 6);
+  checkTimings(ev.at(-1).data.timings, assert);
   const text = ev.filter((e) => e.event === 'content_block_delta').map((e) => e.data.delta.text).join('');
   assert.equal(text, r.json.content[0].text);
   const md = ev.find((e) => e.event === 'message_delta');
