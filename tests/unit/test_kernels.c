@@ -311,7 +311,7 @@ static void test_float_matmul(uint64_t *rs) {
             float *deq = malloc((size_t)(n_in * n_out) * 4);
             ob_weight w;
             void *data = make_weight(type, n_in, n_out, 0, rs, &w, deq);
-            float *x = malloc((size_t)(n * n_in) * 4), *wb = malloc((size_t)n_in * 16);
+            float *x = malloc((size_t)(n * n_in) * 4), *wb = malloc((size_t)OB_KWBUF(n_in) * sizeof(float));
             make_acts(x, n, n_in, 0, rs);
             size_t ny = (size_t)(n * n_out);
             float *y0 = malloc(ny * 4), *y1 = malloc(ny * 4);

@@ -25,7 +25,7 @@
 typedef struct {
     void *panels;           /* [PANELS] panels of the widest input seen */
     size_t panels_cap;
-    float *wbuf;            /* [4 * n_in] float-kernel scratch */
+    float *wbuf;            /* [OB_KWBUF(n_in)] float-kernel scratch */
     size_t wbuf_cap;
 } thread_scratch;
 
@@ -170,7 +170,7 @@ int ob_cpu_mm_run(ob_cpu_mm *mm, ob_pool *pool, const ob_weight *w, const float 
     atomic_init(&j.next_q, 0);
     if (kt->gemm_f[w->type]) {
         for (int i = 0; i < mm->n_threads; i++)
-            if (reserve((void **)&mm->ts[i].wbuf, &mm->ts[i].wbuf_cap, (size_t)k * 4 * sizeof(float))) return -1;
+            if (reserve((void **)&mm->ts[i].wbuf, &mm->ts[i].wbuf_cap, (size_t)OB_KWBUF(k) * sizeof(float))) return -1;
         j.chunk = pick_chunk(w->n_out, nth, n > 1 ? 16 : 4, n > 1 ? 64 : 256);
         j.n_chunks = (w->n_out + j.chunk - 1) / j.chunk;
         int64_t tb = ACT_BLOCK / (k * (int64_t)sizeof(float));

@@ -43,6 +43,7 @@
 #include "backend/backend.h"
 #include "format/quant.h"
 
+#define OB_KWBUF(n_in) ((n_in) * 4 > 128 ? (n_in) * 4 : 128) /* float-kernel scratch, floats */
 #define OB_KPANEL_MAX 16  /* most weight rows in one GEMM panel (AVX-512: 16; AVX2 and scalar: 8) */
 
 /* How an integer weight type is computed (see the formula above). */
@@ -105,7 +106,7 @@ typedef struct {
     void (*gemm)(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy);
 
     /* Float weights (f32, f16, bf16): y[t * ldy + r - r0] = dot(row r, x[t]) for rows [r0, r1)
-     * and tokens [0, n) (x rows of w->n_in floats). wbuf: scratch of 4 * n_in floats. */
+     * and tokens [0, n) (x rows of w->n_in floats). wbuf: scratch of OB_KWBUF(n_in) floats. */
     void (*gemm_f[OB_TYPE_COUNT])(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y,
                                   int64_t ldy, float *wbuf);
 

@@ -1,2 +1,675 @@
+/* kernels_avx2.c — the kernel table for AVX2 + FMA + F16C (the x86-64 baseline of the fast
+ * path), and, compiled a second time by kernels_avxvnni.c with OB_AVXVNNI defined, for AVX-VNNI
+ * (256-bit vpdpbusd without AVX-512: Alder Lake and later client cores, Zen 5).
+ *
+ * Owns: kernels.h's operations with 256-bit vectors. Same shapes as kernels_avx512.c, halved:
+ * decode runs 8 weight rows at a time and reduces their integer sums into one vector (lane =
+ * row); prompts use packed panels of 8 rows x 4 tokens. Without VNNI, u8 x s8 products go
+ * through vpmaddubsw, whose 16-bit pair sums saturate above 32767: every use below stays under
+ * that bound (codes <= 63 pair with |a| <= 127, q8_0 uses the sign trick |w| x sign(a, w)), and
+ * 16-bit partial sums are widened before they can overflow. The results are exactly the
+ * scalar table's.
+ * Does not own: the definition of the results (kernels_scalar.c), threads (cpu_matmul.c).
+ */
+#include <string.h>
+
 #include "backend/cpu/kernels.h"
+#include "format/quant.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && \
+    (!defined(OB_AVXVNNI) || defined(__AVXVNNI__))
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL4 _Pragma("GCC unroll 4")
+#define UNROLL8 _Pragma("GCC unroll 8")
+
+#ifdef OB_AVXVNNI
+#define TABLE_NAME "avx-vnni"
+#define TABLE_FN ob_kernels_avxvnni_table
+#else
+#define TABLE_NAME "avx2"
+#define TABLE_FN ob_kernels_avx2_table
+#endif
+
+static inline float half_at(const uint8_t *p) { return ob_fp16_to_fp32((uint16_t)(p[0] | (p[1] << 8))); }
+
+/* acc += sum of 4 products u8 c x s8 a per dword lane. Exact when pairs stay under 2^15 (see top). */
+INLINE __m256i dot4(__m256i acc, __m256i c, __m256i a) {
+#ifdef OB_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(acc, c, a);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, a), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* acc += sc * (sum of 32 products) where one vector is one sub-block (scale sc). */
+INLINE __m256i dot4s(__m256i acc, __m256i c, __m256i a, int sc) {
+#ifdef OB_AVXVNNI
+    return _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c, a), _mm256_set1_epi32(sc & 0xffff));
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, a), _mm256_set1_epi16((short)sc)));
+#endif
+}
+
+/* Two 16-element sub-blocks per vector (q6_K): scales s0 (elements 0-15) and s1 (16-31). */
+INLINE __m256i dot4s2(__m256i acc, __m256i c, __m256i a, int s0, int s1) {
+#ifdef OB_AVXVNNI
+    __m256i sv = _mm256_set_m128i(_mm_set1_epi32(s1 & 0xffff), _mm_set1_epi32(s0 & 0xffff));
+    return _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c, a), sv);
+#else
+    __m256i sv = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, a), sv));
+#endif
+}
+
+/* Lane r = sum of the lanes of v[r], r < 8. */
+INLINE __m256i hsum8(const __m256i v[8]) {
+    __m256i w[4], z[2];
+    for (int i = 0; i < 4; i++)
+        w[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++)
+        z[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(w[2 * i], w[2 * i + 1]), _mm256_unpackhi_epi64(w[2 * i], w[2 * i + 1]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(z[0], z[1], 0x20), _mm256_permute2x128_si256(z[0], z[1], 0x31));
+}
+
+INLINE __m256 kstep(__m256 acc, __m256i isum, __m256 dw, float da) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), dw), _mm256_set1_ps(da), acc);
+}
+
+static const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+
+INLINE void k4_unpack(const uint8_t *s12, uint8_t out[16]) {
+    uint32_t u[3], sm[4];
+    memcpy(u, s12, 12);
+    sm[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+    sm[2] = u[1] & kmask1;
+    sm[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+    sm[0] = u[0] & kmask1;
+    memcpy(out, sm, 16);
+}
+
+/* ---- decode: per-type integer dot of one row's block with the activations ------------------
+ * Each returns the dword partial sums of sum_j sc_j * (sum code * a) for block b; the caller
+ * adds the offset correction (ac) and reduces 8 rows. */
+
+INLINE __m256i rdot_q8_0(const uint8_t *row, int64_t b, const int8_t *q) {
+    __m256i w = _mm256_loadu_si256((const __m256i *)(row + b * 34 + 2)), a = _mm256_loadu_si256((const __m256i *)q);
+#ifdef OB_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), a);
+#else
+    /* sign trick: |w| x sign(a, w) = w x a, pairs at most 2 * 128 * 127: the sum of w x a itself */
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+#endif
+}
+
+INLINE __m256i rdot_q4_0(const uint8_t *row, int64_t b, const int8_t *q) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(row + b * 18 + 2));
+    __m256i c = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(15));
+    return dot4(_mm256_setzero_si256(), c, _mm256_loadu_si256((const __m256i *)q));
+}
+
+INLINE __m256i rdot_tq2_0(const uint8_t *row, int64_t b, const int8_t *q) {
+    const uint8_t *blk = row + b * 66;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 * h));
+        for (int j = 0; j < 4; j++)
+            acc = dot4(acc, _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3), _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * j)));
+    }
+    return acc;
+}
+
+/* tq1_0 trits: p = q * 3^k mod 256 by byte adds; trit = (p >= 86) + (p >= 171). */
+INLINE __m256i trit(__m256i p) {
+    const __m256i one = _mm256_set1_epi8(1);
+    return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(p, _mm256_set1_epi8(85)), one),
+                           _mm256_min_epu8(_mm256_subs_epu8(p, _mm256_set1_epi8((char)170)), one));
+}
+
+INLINE __m256i rdot_i2_s(const uint8_t *row, int64_t b, const int8_t *q) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(row + b * 32)), m3 = _mm256_set1_epi8(3);
+    __m256i acc = _mm256_setzero_si256();
+    for (int g = 0; g < 4; g++)
+        acc = dot4(acc, _mm256_and_si256(_mm256_srli_epi16(v, 6 - 2 * g), m3), _mm256_loadu_si256((const __m256i *)(q + 32 * g)));
+    return acc;
+}
+
+/* q4_K / q5_K: also returns sum_j mn_j * sum(a_j) in *imn. */
+INLINE __m256i rdot_kq45(const uint8_t *blk, const int8_t *q, const int32_t *ac, int32_t *imn, const int five) {
+    uint8_t sm[16];
+    k4_unpack(blk + 4, sm);
+    int32_t m = 0;
+    for (int j = 0; j < 8; j++) m += sm[8 + j] * ac[j];
+    *imn = m;
+    const uint8_t *qs = blk + (five ? 48 : 16);
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const __m256i h = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        if (five) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4));
+        }
+        acc = dot4s(acc, lo, _mm256_loadu_si256((const __m256i *)(q + 64 * c)), sm[2 * c]);
+        acc = dot4s(acc, hi, _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32)), sm[2 * c + 1]);
+    }
+    return acc;
+}
+
+/* q6_K, with the offset correction sum_j sc_j * (-32 * sum a_j) included. */
+INLINE __m256i rdot_q6_K(const uint8_t *blk, const int8_t *q, const int32_t *ac) {
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc));
+    __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8)));
+    __m256i acc = _mm256_add_epi32(_mm256_mullo_epi32(s0, _mm256_loadu_si256((const __m256i *)ac)),
+                                   _mm256_mullo_epi32(s1, _mm256_loadu_si256((const __m256i *)(ac + 8))));
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = blk + 64 * h;
+        __m256i L0 = _mm256_loadu_si256((const __m256i *)ql), L1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        __m256i Q = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        __m256i c[4];
+        c[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
+        c[1] = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
+        c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
+        c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
+        for (int g = 0; g < 4; g++)
+            acc = dot4s2(acc, c[g], _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * g)), sc[8 * h + 2 * g], sc[8 * h + 2 * g + 1]);
+    }
+    return acc;
+}
+
+/* Decode skeleton: 8 rows at a time, one integer sum per (row, block), float step per block. */
+#define GEMV(NAME, QB, SB, BS, DOFF, EXPR, MINS)                                                     \
+    static void NAME(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) { \
+        const int64_t k = w->n_in, nb = k / (QB);                                                    \
+        const size_t rb = w->row_bytes;                                                              \
+        const int8_t *qs = a->qs + t * k;                                                            \
+        const float *da = a->d + t * nb;                                                             \
+        const int32_t *acs = a->ac + t * (k / (SB));                                                 \
+        (void)acs;                                                                                   \
+        for (int64_t r = r0; r < r1; r += 8) {                                                       \
+            const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;                                           \
+            const uint8_t *rowp[8];                                                                  \
+            for (int i = 0; i < 8; i++) rowp[i] = (const uint8_t *)w->data + (size_t)(r + (i < nr ? i : nr - 1)) * rb; \
+            __m256 acc = _mm256_setzero_ps();                                                        \
+            for (int64_t b = 0; b < nb; b++) {                                                       \
+                const int8_t *q = qs + b * (QB);                                                     \
+                const int32_t *ac = acs + b * ((QB) / (SB));                                         \
+                (void)ac;                                                                            \
+                __m256i s[8];                                                                        \
+                int32_t imn[8] = {0};                                                                \
+                float dwv[8], dmv[8];                                                                \
+                (void)imn;                                                                           \
+                (void)dmv;                                                                           \
+                for (int i = 0; i < 8; i++) {                                                        \
+                    const uint8_t *row = rowp[i];                                                    \
+                    const uint8_t *blk = row + b * (BS);                                             \
+                    (void)blk;                                                                       \
+                    s[i] = EXPR;                                                                     \
+                    dwv[i] = half_at(row + b * (BS) + (DOFF));                                       \
+                    if (MINS) dmv[i] = -half_at(row + b * (BS) + 2);                                 \
+                }                                                                                    \
+                __m256i isum = hsum8(s);                                                             \
+                ADDCORR;                                                                             \
+                acc = kstep(acc, isum, _mm256_loadu_ps(dwv), da[b]); \
+                if (MINS) acc = kstep(acc, _mm256_loadu_si256((const __m256i *)imn), _mm256_loadu_ps(dmv), da[b]); \
+            }                                                                                        \
+            acc = _mm256_mul_ps(acc, _mm256_set1_ps(w->scale));                                      \
+            float out[8];                                                                            \
+            _mm256_storeu_ps(out, acc);                                                              \
+            memcpy(y + (r - r0), out, (size_t)nr * sizeof(float));                                   \
+        }                                                                                            \
+    }
+
+/* the correction -off * sum(a) of one-sub-block types (q8_0 without VNNI computes w x a directly) */
+#define ADDCORR isum = _mm256_add_epi32(isum, _mm256_set1_epi32(ac[0]))
+GEMV(gemv_q4_0, 32, 32, 18, 0, rdot_q4_0(row, b, q), 0)
+GEMV(gemv_tq2_0, 256, 256, 66, 64, rdot_tq2_0(row, b, q), 0)
+#ifdef OB_AVXVNNI
+GEMV(gemv_q8_0, 32, 32, 34, 0, rdot_q8_0(row, b, q), 0)
+#endif
+#undef ADDCORR
+#define ADDCORR (void)0
+#ifndef OB_AVXVNNI
+GEMV(gemv_q8_0, 32, 32, 34, 0, rdot_q8_0(row, b, q), 0)
+#endif
+GEMV(gemv_q4_K, 256, 32, 144, 0, rdot_kq45(blk, q, ac, &imn[i], 0), 1)
+GEMV(gemv_q5_K, 256, 32, 176, 0, rdot_kq45(blk, q, ac, &imn[i], 1), 1)
+GEMV(gemv_q6_K, 256, 16, 210, 208, rdot_q6_K(blk, q, ac), 0)
+#undef ADDCORR
+
+/* Blocks without a per-block scale (i2_s) or with activations laid out per block (tq1_0). */
+static void gemv_i2_s(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    const int64_t k = w->n_in, nb = k / 128;
+    const int8_t *qs = a->qs + t * k;
+    const float *da = a->d + t * nb;
+    const int32_t *ac = a->ac + t * nb;
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+        const uint8_t *rowp[8];
+        for (int i = 0; i < 8; i++) rowp[i] = (const uint8_t *)w->data + (size_t)(r + (i < nr ? i : nr - 1)) * w->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i s[8];
+            for (int i = 0; i < 8; i++) s[i] = rdot_i2_s(rowp[i], b, qs + b * 128);
+            __m256i isum = _mm256_add_epi32(hsum8(s), _mm256_set1_epi32(ac[b]));
+            acc = kstep(acc, isum, _mm256_set1_ps(1.0f), da[b]);
+        }
+        float out[8];
+        _mm256_storeu_ps(out, _mm256_mul_ps(acc, _mm256_set1_ps(w->scale)));
+        memcpy(y + (r - r0), out, (size_t)nr * sizeof(float));
+    }
+}
+
+static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    const int64_t k = w->n_in, nb = k / 256;
+    const int8_t *qs = a->qs + t * k;
+    const float *da = a->d + t * nb;
+    const int32_t *ac = a->ac + t * nb;
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+        const uint8_t *rowp[8];
+        for (int i = 0; i < 8; i++) rowp[i] = (const uint8_t *)w->data + (size_t)(r + (i < nr ? i : nr - 1)) * w->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const int8_t *q = qs + b * 256;
+            _Alignas(32) int8_t a1[5][32]; /* trit position k of spans 1 and 2 */
+            memset(a1, 0, sizeof a1);
+            for (int kk = 0; kk < 5; kk++) {
+                memcpy(a1[kk], q + 160 + 16 * kk, 16);
+                if (kk < 4) memcpy(a1[kk] + 16, q + 240 + 4 * kk, 4);
+            }
+            __m256i s[8];
+            float dwv[8];
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *blk = rowp[i] + b * 54;
+                int32_t qh;
+                memcpy(&qh, blk + 48, 4);
+                __m256i p0 = _mm256_loadu_si256((const __m256i *)blk);
+                __m256i p1 = _mm256_set_m128i(_mm_cvtsi32_si128(qh), _mm_loadu_si128((const __m128i *)(blk + 32)));
+                __m256i x = _mm256_setzero_si256();
+                for (int kk = 0; kk < 5; kk++) {
+                    if (kk) {
+                        p0 = _mm256_add_epi8(_mm256_add_epi8(p0, p0), p0);
+                        p1 = _mm256_add_epi8(_mm256_add_epi8(p1, p1), p1);
+                    }
+                    x = dot4(x, trit(p0), _mm256_loadu_si256((const __m256i *)(q + 32 * kk)));
+                    x = dot4(x, trit(p1), _mm256_load_si256((const __m256i *)a1[kk]));
+                }
+                s[i] = x;
+                dwv[i] = half_at(blk + 52);
+            }
+            __m256i isum = _mm256_add_epi32(hsum8(s), _mm256_set1_epi32(ac[b]));
+            acc = kstep(acc, isum, _mm256_loadu_ps(dwv), da[b]);
+        }
+        float out[8];
+        _mm256_storeu_ps(out, _mm256_mul_ps(acc, _mm256_set1_ps(w->scale)));
+        memcpy(y + (r - r0), out, (size_t)nr * sizeof(float));
+    }
+}
+
+/* ---- GEMM on packed panels (8 rows per vector) x 4 tokens -------------------------------------
+ * Without VNNI, vpmaddubsw results are summed in 16 bits for STEPS groups of 4 elements (the
+ * largest count whose sum stays under 2^15 for the type's code range), then widened. */
+
+INLINE void gemm_tile(const int QB, const int SB, const int OFF, const int SC, const int MN, const int STEPS, const int Q8,
+                      const int C, const ob_panel *p, const ob_q8act *a, int t, float *y, int64_t ldy) {
+    const int64_t k = a->k, nb = k / QB, nsb = k / SB, nsub = QB / SB;
+    const int8_t *q[4];
+    const int32_t *ac[4];
+    const float *da[4];
+    UNROLL4 for (int c = 0; c < C; c++) {
+        q[c] = a->qs + (t + c) * k;
+        ac[c] = a->ac + (t + c) * nsb;
+        da[c] = a->d + (t + c) * nb;
+    }
+    __m256 facc[4];
+    UNROLL4 for (int c = 0; c < C; c++) facc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i isum[4];
+        UNROLL4 for (int c = 0; c < C; c++) isum[c] = _mm256_setzero_si256();
+        for (int j = 0; j < nsub; j++) {
+            const int64_t js = b * nsub + j;
+            __m256i iacc[4];
+#ifdef OB_AVXVNNI
+            const int init = OFF;
+#else
+            const int init = OFF && !Q8; /* the sign trick computes w x a without the offset */
+#endif
+            UNROLL4 for (int c = 0; c < C; c++) iacc[c] = init ? _mm256_set1_epi32(ac[c][js]) : _mm256_setzero_si256();
+            for (int i0 = 0; i0 < SB / 4; i0 += STEPS) {
+#ifdef OB_AVXVNNI
+                for (int i = i0; i < i0 + STEPS; i++) {
+                    const int64_t kk = js * SB + 4 * i;
+                    const __m256i wv = _mm256_load_si256((const __m256i *)(p->codes + kk * 8));
+                    UNROLL4 for (int c = 0; c < C; c++) {
+                        int32_t a4;
+                        memcpy(&a4, q[c] + kk, 4);
+                        iacc[c] = _mm256_dpbusd_avx_epi32(iacc[c], wv, _mm256_set1_epi32(a4));
+                    }
+                }
+#else
+                __m256i s16[4];
+                UNROLL4 for (int c = 0; c < C; c++) s16[c] = _mm256_setzero_si256();
+                for (int i = i0; i < i0 + STEPS; i++) {
+                    const int64_t kk = js * SB + 4 * i;
+                    __m256i wv = _mm256_load_si256((const __m256i *)(p->codes + kk * 8));
+                    if (Q8) {
+                        const __m256i ws = _mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80)); /* the signed weights */
+                        wv = _mm256_sign_epi8(ws, ws);
+                        UNROLL4 for (int c = 0; c < C; c++) {
+                            int32_t a4;
+                            memcpy(&a4, q[c] + kk, 4);
+                            s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(wv, _mm256_sign_epi8(_mm256_set1_epi32(a4), ws)));
+                        }
+                    } else {
+                        UNROLL4 for (int c = 0; c < C; c++) {
+                            int32_t a4;
+                            memcpy(&a4, q[c] + kk, 4);
+                            s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(a4)));
+                        }
+                    }
+                }
+                UNROLL4 for (int c = 0; c < C; c++) iacc[c] = _mm256_add_epi32(iacc[c], _mm256_madd_epi16(s16[c], _mm256_set1_epi16(1)));
+#endif
+            }
+            if (SC) {
+                const __m256i scv = _mm256_load_si256((const __m256i *)(p->sc + js * 8));
+                UNROLL4 for (int c = 0; c < C; c++) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(iacc[c], scv));
+            } else {
+                UNROLL4 for (int c = 0; c < C; c++) isum[c] = iacc[c];
+            }
+        }
+        const __m256 dw = _mm256_load_ps(p->dw + b * 8);
+        UNROLL4 for (int c = 0; c < C; c++) facc[c] = kstep(facc[c], isum[c], dw, da[c][b]);
+        if (MN) {
+            const __m256 dm = _mm256_load_ps(p->dm + b * 8);
+            UNROLL4 for (int c = 0; c < C; c++) {
+                __m256i m = _mm256_setzero_si256();
+                for (int j = 0; j < nsub; j++)
+                    m = _mm256_add_epi32(m, _mm256_mullo_epi32(_mm256_load_si256((const __m256i *)(p->mn + (b * nsub + j) * 8)),
+                                                               _mm256_set1_epi32(ac[c][b * nsub + j])));
+                facc[c] = kstep(facc[c], m, dm, da[c][b]);
+            }
+        }
+    }
+    const __m256 ts = _mm256_set1_ps(p->scale);
+    UNROLL4 for (int c = 0; c < C; c++) {
+        float out[8];
+        _mm256_storeu_ps(out, _mm256_mul_ps(facc[c], ts));
+        memcpy(y + c * ldy, out, (size_t)p->nr * sizeof(float));
+    }
+}
+
+#define GEMM_FMT(NAME, QB, SB, OFF, SC, MN, STEPS, Q8)                                                  \
+    static void NAME(const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {   \
+        int t = t0;                                                                                    \
+        for (; t + 4 <= t1; t += 4) gemm_tile(QB, SB, OFF, SC, MN, STEPS, Q8, 4, p, a, t, y + (t - t0) * ldy, ldy); \
+        for (; t < t1; t++) gemm_tile(QB, SB, OFF, SC, MN, STEPS, Q8, 1, p, a, t, y + (t - t0) * ldy, ldy); \
+    }
+
+GEMM_FMT(gemm_q8, 32, 32, 1, 0, 0, 1, 1)
+GEMM_FMT(gemm_q4, 32, 32, 1, 0, 0, 8, 0)
+GEMM_FMT(gemm_b128, 128, 128, 1, 0, 0, 32, 0)
+GEMM_FMT(gemm_b256, 256, 256, 1, 0, 0, 32, 0)
+GEMM_FMT(gemm_k4, 256, 32, 0, 1, 1, 4, 0)
+GEMM_FMT(gemm_k6, 256, 16, 1, 1, 0, 2, 0)
+
+static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    if (f->has_mn && f->sb == 32 && !f->off) gemm_k4(p, a, t0, t1, y, ldy);  /* q4_K, q5_K (codes < 32) */
+    else if (f->has_sc && f->sb == 16) gemm_k6(p, a, t0, t1, y, ldy);      /* codes < 64 */
+    else if (f->qb == 32 && f->off == 128) gemm_q8(p, a, t0, t1, y, ldy);
+    else if (f->qb == 32) gemm_q4(p, a, t0, t1, y, ldy);
+    else if (f->qb == 128) gemm_b128(p, a, t0, t1, y, ldy);
+    else gemm_b256(p, a, t0, t1, y, ldy);
+}
+
+/* ---- activation quantizer ----------------------------------------------------------------- */
+
+static void quant_row(const float *x, int64_t k, const ob_kfmt *f, int8_t *qs, float *d, int32_t *ac) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k; i += 8) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absm), vmax);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const float dr = amax / 127.0f, idr = amax > 0 ? 1.0f / dr : 0.0f;
+    int row_mode = amax > 0;
+    if (row_mode) {
+        const __m256 vid = _mm256_set1_ps(idr), tol = _mm256_set1_ps(1e-3f);
+        for (int64_t i = 0; i < k && row_mode; i += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vid);
+            __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            row_mode = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(v, r), absm), tol, _CMP_LE_OQ)) == 0xff;
+        }
+    }
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    for (int64_t b = 0; b < k / f->qb; b++) {
+        const float *xb = x + b * f->qb;
+        float db = dr, id = idr;
+        if (!row_mode) {
+            __m256 m = _mm256_setzero_ps();
+            for (int i = 0; i < f->qb; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + i), absm), m);
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            const float bmax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+            db = bmax / 127.0f;
+            id = db != 0 ? 1.0f / db : 0.0f;
+        }
+        d[b] = db;
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int i = 0; i < f->qb; i += 16) {
+            __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i), vid));
+            __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8), vid));
+            v0 = _mm256_max_epi32(_mm256_min_epi32(v0, hi), lo);
+            v1 = _mm256_max_epi32(_mm256_min_epi32(v1, hi), lo);
+            __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xD8);
+            __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+            _mm_storeu_si128((__m128i *)(qs + b * f->qb + i), p8);
+        }
+    }
+    for (int64_t j = 0; j < k / f->sb; j++) {
+        __m256i s = _mm256_setzero_si256();
+        for (int i = 0; i < f->sb; i += 16)
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qs + j * f->sb + i))), _mm256_set1_epi16(1)));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
+        ac[j] = f->off ? -f->off * sum : sum;
+    }
+}
+
+/* ---- float weights: 2 rows x 3 tokens, two 8-lane accumulators per output (k % 16) ---------- */
+
+INLINE __m256 load_w8(const int type, const void *row, int64_t i) {
+    if (type == OB_TYPE_F32) return _mm256_loadu_ps((const float *)row + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+    if (type == OB_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INLINE float hsum16_ps(__m256 a0, __m256 a1) {
+    __m256 t8 = _mm256_add_ps(a0, a1);
+    __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+    __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+    return _mm_cvtss_f32(_mm_add_ss(t2, _mm_movehdup_ps(t2)));
+}
+
+INLINE void ftile(const int type, const int RR, const int C, const ob_weight *w, int64_t r, const float *x, int t, float *y,
+                  int64_t ldy, float *tail) {
+    const int64_t k = w->n_in, kmain = k & ~(int64_t)15;
+    const void *rows[2];
+    for (int i = 0; i < RR; i++) rows[i] = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
+    __m256 acc[2][3][2];
+    for (int i = 0; i < RR; i++)
+        for (int c = 0; c < C; c++) acc[i][c][0] = acc[i][c][1] = _mm256_setzero_ps();
+    for (int64_t kk = 0; kk < k; kk += 16) {
+        const float *xs[3];
+        const void *ws[2];
+        int64_t off = kk;
+        if (kk >= kmain) { /* the ragged end: zero-padded copies (16 floats per row and token) */
+            int64_t n = k - kk;
+            for (int i = 0; i < RR; i++) {
+                float *tw = tail + 16 * i;
+                memset(tw, 0, 64);
+                const ob_type_traits *tt = ob_type_get(type);
+                tt->to_float((const uint8_t *)rows[i] + (size_t)kk * (type == OB_TYPE_F32 ? 4 : 2), tw, n);
+                ws[i] = tw;
+            }
+            for (int c = 0; c < C; c++) {
+                float *tx = tail + 16 * (2 + c);
+                memset(tx, 0, 64);
+                memcpy(tx, x + (t + c) * k + kk, (size_t)n * 4);
+                xs[c] = tx;
+            }
+            off = 0;
+            UNROLL4 for (int h = 0; h < 2; h++) {
+                __m256 wv[2];
+                for (int i = 0; i < RR; i++) wv[i] = _mm256_loadu_ps((const float *)ws[i] + 8 * h);
+                for (int c = 0; c < C; c++) {
+                    __m256 xv = _mm256_loadu_ps(xs[c] + 8 * h);
+                    for (int i = 0; i < RR; i++) acc[i][c][h] = _mm256_fmadd_ps(wv[i], xv, acc[i][c][h]);
+                }
+            }
+            continue;
+        }
+        UNROLL4 for (int h = 0; h < 2; h++) {
+            __m256 wv[2];
+            UNROLL4 for (int i = 0; i < RR; i++) wv[i] = load_w8(type, rows[i], off + 8 * h);
+            UNROLL4 for (int c = 0; c < C; c++) {
+                __m256 xv = _mm256_loadu_ps(x + (t + c) * k + off + 8 * h);
+                UNROLL4 for (int i = 0; i < RR; i++) acc[i][c][h] = _mm256_fmadd_ps(wv[i], xv, acc[i][c][h]);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < RR; i++) y[(t + c) * ldy + i] = hsum16_ps(acc[i][c][0], acc[i][c][1]) * w->scale;
+}
+
+INLINE void gemm_f_type(const int type, const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y,
+                        int64_t ldy, float *wbuf) {
+    int64_t r = r0;
+    for (; r + 2 <= r1; r += 2) {
+        int t = 0;
+        for (; t + 3 <= n; t += 3) ftile(type, 2, 3, w, r, x, t, y + (r - r0), ldy, wbuf);
+        for (; t < n; t++) ftile(type, 2, 1, w, r, x, t, y + (r - r0), ldy, wbuf);
+    }
+    for (; r < r1; r++) {
+        int t = 0;
+        for (; t + 3 <= n; t += 3) ftile(type, 1, 3, w, r, x, t, y + (r - r0), ldy, wbuf);
+        for (; t < n; t++) ftile(type, 1, 1, w, r, x, t, y + (r - r0), ldy, wbuf);
+    }
+}
+
+static void gemm_f32(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y, int64_t ldy, float *wb) {
+    gemm_f_type(OB_TYPE_F32, w, r0, r1, x, n, y, ldy, wb);
+}
+static void gemm_f16(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y, int64_t ldy, float *wb) {
+    gemm_f_type(OB_TYPE_F16, w, r0, r1, x, n, y, ldy, wb);
+}
+static void gemm_bf16(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y, int64_t ldy, float *wb) {
+    gemm_f_type(OB_TYPE_BF16, w, r0, r1, x, n, y, ldy, wb);
+}
+
+/* ---- attention helpers (16 partial sums as two 8-lane halves, zero-padded ends) -------------- */
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    if (i < n) {
+        float ta[16] = {0}, tb[16] = {0};
+        memcpy(ta, a + i, (size_t)(n - i) * 4);
+        memcpy(tb, b + i, (size_t)(n - i) * 4);
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ta), _mm256_loadu_ps(tb), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(ta + 8), _mm256_loadu_ps(tb + 8), s1);
+    }
+    return hsum16_ps(s0, s1);
+}
+
+static float dot_f16(const float *a, const uint16_t *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i + 8))), s1);
+    }
+    if (i < n) {
+        float ta[16] = {0};
+        uint16_t tb[16] = {0};
+        memcpy(ta, a + i, (size_t)(n - i) * 4);
+        memcpy(tb, b + i, (size_t)(n - i) * 2);
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ta), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)tb)), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(ta + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(tb + 8))), s1);
+    }
+    return hsum16_ps(s0, s1);
+}
+
+static void f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) dst[i] = ob_fp16_to_fp32(src[i]);
+}
+
+static void f32_to_f16(const float *src, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = ob_fp32_to_fp16(src[i]);
+}
+
+static void axpy(float *y, float a, const float *x, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = __builtin_fmaf(a, x[i], y[i]);
+}
+
+static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = __builtin_fmaf(a, ob_fp16_to_fp32(x[i]), y[i]);
+}
+
+static const ob_kernels table = {
+    .name = TABLE_NAME,
+    .R = 8,
+    .quant_row = quant_row,
+    .gemv = {[OB_TYPE_Q8_0] = gemv_q8_0, [OB_TYPE_Q4_0] = gemv_q4_0, [OB_TYPE_TQ2_0] = gemv_tq2_0,
+             [OB_TYPE_TQ1_0] = gemv_tq1_0, [OB_TYPE_I2_S] = gemv_i2_s, [OB_TYPE_Q4_K] = gemv_q4_K,
+             [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K},
+    .pack = {[OB_TYPE_Q8_0] = ob_kpack_generic, [OB_TYPE_Q4_0] = ob_kpack_generic, [OB_TYPE_TQ2_0] = ob_kpack_generic,
+             [OB_TYPE_TQ1_0] = ob_kpack_generic, [OB_TYPE_I2_S] = ob_kpack_generic, [OB_TYPE_Q4_K] = ob_kpack_generic,
+             [OB_TYPE_Q5_K] = ob_kpack_generic, [OB_TYPE_Q6_K] = ob_kpack_generic},
+    .gemm = gemm,
+    .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
+    .dot_f32 = dot_f32,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
+    .axpy = axpy,
+    .axpy_f16 = axpy_f16,
+    .dot_f16 = dot_f16,
+};
+
+const ob_kernels *TABLE_FN(void) { return &table; }
+
+#else
+#ifdef OB_AVXVNNI
+const ob_kernels *ob_kernels_avxvnni_table(void) { return 0; }
+#else
 const ob_kernels *ob_kernels_avx2_table(void) { return 0; }
+#endif
+#endif
