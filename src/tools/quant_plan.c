@@ -22,7 +22,9 @@ enum {
     FT_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
     FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15,
     FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18, FT_Q2_K_S = 21, FT_IQ4_NL = 25, FT_IQ4_XS = 30,
-    FT_BF16 = 32, FT_TQ1_0 = 36, FT_TQ2_0 = 37, FT_MXFP4_MOE = 38
+    FT_BF16 = 32, FT_TQ1_0 = 36, FT_TQ2_0 = 37, FT_MXFP4_MOE = 38,
+    FT_I2_S = 40,            /* bitnet.cpp's LLAMA_FTYPE_MOSTLY_I2_S, what Microsoft's file says */
+    FT_LEAN4 = OB_TYPE_LEAN4 /* 1bit's own (docs/lean.md): no llama.cpp number, its type id */
 };
 
 static const ob_qmix mixes[] = {
@@ -39,6 +41,7 @@ static const ob_qmix mixes[] = {
     {"Q5_K_M", FT_Q5_K_M, OB_TYPE_Q5_K},   {"Q6_K", FT_Q6_K, OB_TYPE_Q6_K},
     {"Q8_0", FT_Q8_0, OB_TYPE_Q8_0},       {"F16", FT_F16, OB_TYPE_F16},
     {"BF16", FT_BF16, OB_TYPE_BF16},       {"F32", FT_F32, OB_TYPE_F32},
+    {"I2_S", FT_I2_S, OB_TYPE_I2_S},       {"LEAN4", FT_LEAN4, OB_TYPE_LEAN4},
 };
 #define N_MIXES (int)(sizeof mixes / sizeof mixes[0])
 
@@ -180,6 +183,10 @@ static int mix_rules(ob_qplan *p, int t, const char *name, const int64_t *ne, in
     const int ft = p->mix->ftype, n_gqa = p->n_head_kv > 0 ? p->n_head / p->n_head_kv : 1;
     const int falcon = p->arch && !strcmp(p->arch, "falcon");
     const int is_70b = p->arch && !strcmp(p->arch, "llama") && p->n_layer == 80 && p->n_head != p->n_head_kv;
+    if (ft == FT_I2_S && (c == C_OUTPUT || c == C_TOKEN_EMBD)) { /* as bitnet.cpp: f16, not ternary */
+        int o = c == C_OUTPUT || !p->has_output ? p->output_type : p->token_embd_type;
+        return o >= 0 ? o : p->token_embd_type >= 0 && c == C_TOKEN_EMBD ? p->token_embd_type : OB_TYPE_F16;
+    }
     if (c == C_OUTPUT || (!p->has_output && c == C_TOKEN_EMBD)) {
         if (p->output_type >= 0) return p->output_type;
         if (ft == FT_MXFP4_MOE) return OB_TYPE_Q8_0;

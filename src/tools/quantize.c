@@ -22,6 +22,7 @@
 #include "format/gguf.h"
 #include "format/imatrix.h"
 #include "format/quant.h"
+#include "format/quant_tensor.h"
 #include "format/quant_search.h"
 #include "tools/quant_plan.h"
 #include "tools/tools.h"
@@ -113,13 +114,34 @@ static int fill_tensor(void *ctx, int64_t idx, void *dst, size_t size, char *err
             return ERR("out of memory decoding '%s'", t->name);
         }
     }
+    /* i2_s has one scale for the whole tensor: decode every row before writing (one slab) */
+    if (to == OB_TYPE_I2_S && slab_rows < (size_t)nrows) {
+        slab_rows = (size_t)nrows;
+        free(s->f32);
+        s->f32_cap = slab_rows * (size_t)ncols;
+        if (!(s->f32 = malloc(s->f32_cap * sizeof(float)))) {
+            s->f32_cap = 0;
+            return ERR("out of memory decoding '%s'", t->name);
+        }
+    }
+    float tensor_scale = ob_tensor_scale(t->type, t->data, ncols, nrows); /* i2_s: its tail; else 1 */
     for (int64_t r0 = 0; r0 < nrows; r0 += (int64_t)slab_rows) {
         int64_t n = nrows - r0 < (int64_t)slab_rows ? nrows - r0 : (int64_t)slab_rows;
         from->to_float((const uint8_t *)t->data + (size_t)r0 * src_row, s->f32, n * ncols);
+#ifndef OB_NO_LEAN
+        if (t->type == OB_TYPE_LEAN4) ob_lean_rotate(s->f32, n * ncols); /* back to the original rows */
+#endif
+        if (tensor_scale != 1.0f)
+            for (int64_t i = 0; i < n * ncols; i++) s->f32[i] *= tensor_scale;
         for (int64_t i = 0; i < n * ncols; i++)
             if (!isfinite(s->f32[i]))
                 return ERR("tensor '%s' holds a non-finite value (%g) in row %lld; refusing to quantize it", t->name,
                            (double)s->f32[i], (long long)(r0 + i / ncols));
+        if (to == OB_TYPE_I2_S || to == OB_TYPE_LEAN4) { /* whole-tensor types (format/quant_tensor.h) */
+            if (ob_tensor_quantize(to, s->f32, (uint8_t *)dst + (size_t)r0 * dst_row, ncols, n))
+                return ERR("tensor '%s' cannot be written as %s", t->name, ob_type_name(to));
+            continue;
+        }
         quantize_slab(s, to, s->f32, (uint8_t *)dst + (size_t)r0 * dst_row, r0, n, ncols, t->ne[1], s->imp[idx]);
     }
     return 0;
@@ -147,7 +169,7 @@ static int usage(void) {
 static int type_arg(const char *opt, const char *v, int *out) {
     int t = ob_type_from_name(v);
     const ob_type_traits *tr = ob_type_get(t);
-    if (!tr || !tr->from_float) {
+    if (!tr || !ob_tensor_can_quantize(t)) {
         fprintf(stderr, "quantize: %s '%s' is not a type this build can write\n", opt, v);
         return -1;
     }
@@ -244,7 +266,7 @@ int ob_cmd_quantize(int argc, char **argv) {
         if (to == t->type) continue;
         const ob_type_traits *from = ob_type_get(t->type);
         int64_t nrows = t->ne[1] * t->ne[2] * t->ne[3];
-        if (!from || !from->to_float || ob_type_row_size(t->type, t->ne[0]) * (size_t)nrows != t->size) {
+        if (!from || !from->to_float || ob_type_tensor_size(t->type, t->ne[0], nrows) != t->size) {
             ERR("tensor '%s' has type %s, which this build cannot decode to requantize it", t->name, ob_type_name(t->type));
             goto done;
         }
@@ -254,7 +276,7 @@ int ob_cmd_quantize(int argc, char **argv) {
             goto done;
         }
         const ob_type_traits *tt = ob_type_get(to);
-        if (!tt || !tt->from_float || t->ne[0] % tt->block_size != 0) {
+        if (!tt || !ob_tensor_can_quantize(to) || t->ne[0] % tt->block_size != 0) {
             ERR("tensor '%s' cannot be written as %s (row of %lld)", t->name, ob_type_name(to), (long long)t->ne[0]);
             goto done;
         }
@@ -296,6 +318,12 @@ int ob_cmd_quantize(int argc, char **argv) {
     ob_gguf_writer_copy_kv(w, in, NULL);
     ob_gguf_writer_set_u32(w, "general.quantization_version", 2);
     ob_gguf_writer_set_u32(w, "general.file_type", (uint32_t)plan.mix->ftype);
+    for (int i = 0; i < n; i++)
+        if (s.types[i] == OB_TYPE_LEAN4) { /* readers without lean support refuse the file by this key */
+            const char *req[] = {"lean4"};
+            ob_gguf_writer_set_arr_str(w, "1bit.requires", req, NULL, 1);
+            break;
+        }
     if (im) {
         char file[128];
         snprintf(file, sizeof file, "%s", imatrix_path); /* llama-quantize keeps 127 characters */

@@ -502,3 +502,41 @@ OB_SUITE(bitnet_packed) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ_INT(system(cmd), 0);
 }
+
+/* `1bit quantize` to and from the whole-tensor types: f32 -> I2_S gives the tensors `convert
+ * --type i2_s` writes; I2_S -> TQ2_0 those of a direct TQ2_0; f32 -> LEAN4 marks the file. */
+static int quantize(const char *in, const char *out, const char *type) {
+    char *argv[] = {"quantize", "--allow-requantize", (char *)in, (char *)out, (char *)type, "2", NULL};
+    return ob_cmd_quantize(6, argv);
+}
+
+OB_SUITE(quantize_whole_tensor_types) {
+    char f32[256], a[256], b[256], c[256], err[256];
+    snprintf(f32, sizeof f32, "%s/wq-f32.gguf", ob_test_tmpdir());
+    snprintf(a, sizeof a, "%s/wq-a.gguf", ob_test_tmpdir());
+    snprintf(b, sizeof b, "%s/wq-b.gguf", ob_test_tmpdir());
+    snprintf(c, sizeof c, "%s/wq-c.gguf", ob_test_tmpdir());
+    CHECK_EQ_INT(convert("tests/golden/bitnet", f32, "f32"), 0);
+    CHECK_EQ_INT(quantize(f32, a, "I2_S"), 0);
+    CHECK_EQ_INT(convert("tests/golden/bitnet", b, "i2_s"), 0);
+    CHECK(same_tensors(a, b));
+    CHECK_EQ_INT(quantize(a, c, "TQ2_0"), 0);
+    CHECK_EQ_INT(quantize(f32, b, "TQ2_0"), 0);
+    CHECK(same_tensors(b, c));
+    CHECK_EQ_INT(quantize(f32, a, "LEAN4"), 0);
+    ob_gguf_t *g = NULL;
+    CHECK_EQ_INT(ob_gguf_open(a, &g, err, sizeof err), 0);
+    if (g) {
+        CHECK(ob_gguf_get(g, "1bit.requires") != NULL);
+        const ob_gguf_tensor *t = ob_gguf_find_tensor(g, "blk.0.ffn_up.weight");
+        CHECK(t && t->type == OB_TYPE_LEAN4);
+        ob_gguf_close(g);
+    }
+    ob_model_t *m = NULL;
+    CHECK_EQ_INT(ob_model_load(a, NULL, &m, err, sizeof err), 0);
+    ob_model_free(m);
+    remove(f32);
+    remove(a);
+    remove(b);
+    remove(c);
+}
