@@ -349,7 +349,7 @@ int ob_sched_new(ob_model_t *m, const ob_sched_params *p, ob_sched_t **out, char
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     s->max_queue = p->max_queue > 0 ? p->max_queue : 256;
     if (s->n_batch < s->n_slots) s->n_batch = s->n_slots; /* every slot can decode each step */
-    ob_ctx_params cp = {p->n_ctx, s->n_slots, s->n_batch};
+    ob_ctx_params cp = {p->n_ctx, s->n_slots, s->n_batch, OB_KV_F16, OB_KV_F16};
     if (ob_ctx_new(m, &cp, &s->ctx, err, errlen)) { free(s); return -1; }
     s->n_ctx = ob_ctx_n_ctx(s->ctx);
     s->n_vocab = ob_model_get_info(m)->n_vocab;

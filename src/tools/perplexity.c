@@ -69,7 +69,7 @@ int ob_perplexity_compute(ob_model_t *m, const char *text, size_t len, const ob_
         snprintf(err, errlen, "the text has %d tokens, fewer than one chunk of %d", n_tok, per_chunk);
         goto out;
     }
-    ob_ctx_params cp = {n_ctx, 1, n_batch};
+    ob_ctx_params cp = {n_ctx, 1, n_batch, OB_KV_F16, OB_KV_F16};
     if (ob_ctx_new(m, &cp, &c, err, errlen)) goto out;
     int V = ob_model_get_info(m)->n_vocab;
     int64_t t0 = ob_time_us();

@@ -184,7 +184,7 @@ static void *load_main(void *arg) {
     sp.n_batch = c->n_batch;
     if (ob_sched_new(S->model, &sp, &S->sched, err, errlen)) goto fail;
     if (c->embeddings) {
-        ob_ctx_params cp = {ob_sched_n_ctx(S->sched), 1, 512};
+        ob_ctx_params cp = {ob_sched_n_ctx(S->sched), 1, 512, OB_KV_F16, OB_KV_F16};
         if (ob_ctx_new(S->model, &cp, &S->embd_ctx, err, errlen)) goto fail;
         ob_ctx_set_embeddings(S->embd_ctx, 1);
     }

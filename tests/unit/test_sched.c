@@ -12,7 +12,7 @@
 /* Greedy continuation computed directly with ob_decode: the reference. */
 static int greedy_direct(ob_model_t *m, const int32_t *prompt, int n_prompt, int n_gen, int32_t *out) {
     char err[256];
-    ob_ctx_params cp = {64, 1, 64};
+    ob_ctx_params cp = {64, 1, 64, OB_KV_F16, OB_KV_F16};
     ob_ctx_t *c = NULL;
     if (ob_ctx_new(m, &cp, &c, err, sizeof err)) return -1;
     int32_t pos[64];
