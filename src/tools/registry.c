@@ -25,6 +25,8 @@ int ob_cmd_registry(int argc, char **argv) {
     printf("\nweight types (cpu backend):\n ");
     for (int t = 0; t < OB_TYPE_COUNT; t++)
         if (cpu && cpu->supports(cpu, t)) printf(" %s", ob_type_name(t));
+    for (int t = OB_TYPE_EXT_FIRST; t < OB_TYPE_EXT_END; t++) /* 1bit's own types (lean4) */
+        if (cpu && cpu->supports(cpu, t)) printf(" %s", ob_type_name(t));
     printf("\n");
     free(cpu);
     return 0;
