@@ -424,7 +424,7 @@ int ob_tokenizer_decode(const ob_tokenizer_t *t, const int32_t *ids, int n, int 
     int rc = decode_into(t, ids, (size_t)n, skip_special, &out, &d);
     ds_free(&d);
     if (rc || out.n > INT_MAX) { ob_strbuf_free(&out); return -1; }
-    if (buflen > 0) memcpy(buf, out.p, out.n < (size_t)buflen ? out.n : (size_t)buflen);
+    if (buflen > 0 && out.n) memcpy(buf, out.p, out.n < (size_t)buflen ? out.n : (size_t)buflen);
     rc = (int)out.n;
     ob_strbuf_free(&out);
     return rc;

@@ -128,17 +128,29 @@ int ob_norm_from_json(const json_t *j, const char *where, ob_norm_t **out, char 
 
 /* ---- steps: src -> dst -------------------------------------------------------------------- */
 
-/* Unicode normalization form of the valid runs of s (invalid bytes are copied). */
+/* Hugging Face normalizes with the unicode-normalization-alignments crate, whose tables are
+ * Unicode 9.0: a newer character is unassigned there (a starter that neither decomposes nor
+ * composes), so the text is normalized in runs split at such characters, which are copied. */
+#define NF_UNICODE_MAJOR 9
+
+/* Unicode normalization form of the valid runs of s (invalid bytes and characters newer than
+ * NF_UNICODE_MAJOR are copied). */
 static int nf(const char *s, size_t n, int opts, ob_strbuf *dst) {
     size_t i = 0;
     while (i < n) {
-        size_t j = i;
+        size_t j = i, brk = 0;
         int ascii = 1;
         while (j < n) {
             int32_t cp;
             size_t l = ob_utf8_next((const unsigned char *)s + j, n - j, &cp);
             if (cp < 0) break;
-            if (cp >= 0x80) ascii = 0;
+            if (cp >= 0x80) {
+                ascii = 0;
+                if (!ob_uni_assigned_by(cp, NF_UNICODE_MAJOR) && utf8proc_category(cp) != UTF8PROC_CATEGORY_CN) {
+                    brk = l;
+                    break;
+                }
+            }
             j += l;
         }
         if (j > i) {
@@ -154,7 +166,8 @@ static int nf(const char *s, size_t n, int opts, ob_strbuf *dst) {
                 if (rc) return -1;
             }
         }
-        if (j < n) { if (ob_strbuf_put(dst, s + j, 1)) return -1; j++; }
+        if (brk) { if (ob_strbuf_put(dst, s + j, brk)) return -1; j += brk; }
+        else if (j < n) { if (ob_strbuf_put(dst, s + j, 1)) return -1; j++; }
         i = j;
     }
     return 0;
@@ -177,8 +190,8 @@ static int per_char(int what, const char *s, size_t n, ob_strbuf *dst) {
             int32_t lo[2];
             int k = ob_uni_lower(cp, lo);
             for (int q = 0; q < k && !rc; q++) rc = ob_strbuf_put_cp(dst, lo[q]);
-        } else if (what == N_STRIP_ACCENTS) {
-            if (!ob_uni_is_mark(cp)) rc = ob_strbuf_put(dst, s + i, l);
+        } else if (what == N_STRIP_ACCENTS) {   /* the same crate's is_combining_mark: Unicode 9.0 */
+            if (!ob_uni_is_mark(cp) || !ob_uni_assigned_by(cp, NF_UNICODE_MAJOR)) rc = ob_strbuf_put(dst, s + i, l);
         } else if (what == 'm') {          /* BERT strip accents, after NFD */
             if (!ob_uni8_is_mn(cp)) rc = ob_strbuf_put(dst, s + i, l);
         } else if (what == 'c') {          /* BERT clean_text */

@@ -124,12 +124,14 @@ int ob_uni_is_other(int32_t cp) {
 
 int ob_uni_is_mn(int32_t cp) { return cat(cp) == UTF8PROC_CATEGORY_MN; }
 
-static int assigned_by_8(int32_t cp) {
+int ob_uni_assigned_by(int32_t cp, int major) {
     UVersionInfo v;
     if (cp < 0 || cp > 0x10FFFF) return 0;
     u_charAge(cp, v);
-    return v[0] != 0 && v[0] <= 8;
+    return v[0] != 0 && v[0] <= major;
 }
+
+static int assigned_by_8(int32_t cp) { return ob_uni_assigned_by(cp, 8); }
 
 int ob_uni8_is_punct(int32_t cp) {
     if (cp >= 0 && cp < 0x80) return ob_uni_is_punct(cp);

@@ -38,6 +38,8 @@ int ob_uni_is_punct(int32_t cp);        /* P* or ASCII punctuation (BERT's is_pu
 int ob_uni_is_other(int32_t cp);        /* Cc, Cf, Co (unicode_categories is_other) */
 int ob_uni_is_mn(int32_t cp);           /* Mn */
 int ob_uni_is_mark(int32_t cp);         /* Mn, Mc, Me */
+/* Nonzero if cp was assigned in Unicode major.x or earlier (ICU's u_charAge). */
+int ob_uni_assigned_by(int32_t cp, int major);
 /* The same tests as of Unicode 8.0 (the unicode_categories crate Hugging Face's BERT pieces use). */
 int ob_uni8_is_punct(int32_t cp);
 int ob_uni8_is_other(int32_t cp);
