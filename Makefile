@@ -36,6 +36,13 @@ $(BUILD)/lib1bit.a: $(OBJ_LIB)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The default model, compiled into the binary (src/engine/embedded.c); EMBED_MODEL= leaves it out.
+EMBED_MODEL ?= models/demo-tq2_0.gguf
+ifneq ($(EMBED_MODEL),)
+$(BUILD)/obj/src/engine/embedded.o: CFLAGS += -DOB_EMBED_MODEL_PATH='"$(EMBED_MODEL)"'
+$(BUILD)/obj/src/engine/embedded.o: $(EMBED_MODEL)
+endif
+
 # `1bit serve --version` prints llama-server's 'version: N (commit)'.
 $(BUILD)/obj/src/tools/serve.o: CFLAGS += -DOB_BUILD_NUMBER=$(shell git rev-list --count HEAD 2>/dev/null || echo 0) \
 	-DOB_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'

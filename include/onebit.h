@@ -38,6 +38,11 @@ typedef struct {
     uint64_t size_bytes;     /* bytes of all tensor data */
 } ob_model_info;
 
+/* The model compiled into the binary (the trained demo model): pass it as the path. */
+#define OB_DEFAULT_MODEL "builtin:demo"
+/* Nonzero if this build has it (`make EMBED_MODEL=` builds without). */
+int ob_has_default_model(void);
+
 ob_model_params ob_model_default_params(void);
 int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, char *err, size_t errlen);
 void ob_model_free(ob_model_t *m);
@@ -49,10 +54,19 @@ const char *ob_model_meta_str(const ob_model_t *m, const char *key);
 int64_t ob_model_meta_int(const ob_model_t *m, const char *key, int64_t def);
 
 /* ---- context: KV cache for n_seq sequences of up to n_ctx positions -------------------- */
+/* Element type of the K or V cache (llama.cpp's --cache-type-k / --cache-type-v). 0, what a
+ * zeroed ob_ctx_params holds, is the default f16. */
+typedef enum { OB_KV_F16 = 0, OB_KV_F32 = 1, OB_KV_Q8_0 = 2 } ob_kv_type;
+/* "f16", "f32" or "q8_0" (case-insensitive) to its ob_kv_type, or -1. */
+int ob_kv_type_from_name(const char *name);
+const char *ob_kv_type_name(int kv_type);
+
 typedef struct {
     int32_t n_ctx;     /* positions per sequence; <= 0: the model's training context, at most 4096 */
     int32_t n_seq;     /* independent sequences (server slots); <= 0: 1 */
     int32_t n_batch;   /* most tokens one ob_decode call may carry; <= 0: 512 */
+    int32_t type_k;    /* ob_kv_type of the K cache (default f16) */
+    int32_t type_v;    /* ob_kv_type of the V cache (default f16) */
 } ob_ctx_params;
 
 /* One forward pass over n_tokens tokens of any sequences. Token i is at position pos[i] of

@@ -492,10 +492,27 @@ int ob_gguf_open_buffer(const void *data, size_t size, ob_gguf_t **out, char *er
     return 0;
 }
 
+/* Named in-memory files (a model compiled into the binary): ob_gguf_open resolves these names
+ * before the file system. Registered once at start-up, read-only afterwards. */
+#define MAX_BUILTIN 4
+static struct { const char *name; const void *data; size_t size; } builtins[MAX_BUILTIN];
+static int n_builtins;
+
+void ob_gguf_register_builtin(const char *name, const void *data, size_t size) {
+    if (n_builtins < MAX_BUILTIN && name && data && size) {
+        builtins[n_builtins].name = name;
+        builtins[n_builtins].data = data;
+        builtins[n_builtins].size = size;
+        n_builtins++;
+    }
+}
+
 int ob_gguf_open(const char *path, ob_gguf_t **out, char *err, size_t errlen) {
     if (!out) return fail(err, errlen, "open: out is NULL");
     *out = NULL;
     if (!path) return fail(err, errlen, "open: path is NULL");
+    for (int i = 0; i < n_builtins; i++)
+        if (strcmp(path, builtins[i].name) == 0) return ob_gguf_open_buffer(builtins[i].data, builtins[i].size, out, err, errlen);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* NONBLOCK: a FIFO must not hang us */
     if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;

@@ -69,6 +69,9 @@ int ob_gguf_open(const char *path, ob_gguf_t **out, char *err, size_t errlen);
 /* Validate a buffer held by the caller (kept, not copied, for the life of the handle). */
 int ob_gguf_open_buffer(const void *data, size_t size, ob_gguf_t **out, char *err, size_t errlen);
 void ob_gguf_close(ob_gguf_t *g);
+/* Makes ob_gguf_open(name) open an in-memory buffer (kept by the caller for the life of the
+ * process): how the model compiled into the binary is found by name. */
+void ob_gguf_register_builtin(const char *name, const void *data, size_t size);
 
 uint32_t ob_gguf_version(const ob_gguf_t *g);
 size_t ob_gguf_alignment(const ob_gguf_t *g);

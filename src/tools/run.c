@@ -13,7 +13,7 @@
 static int usage(void) {
     fprintf(stderr,
             "usage: 1bit run -m FILE.gguf -p TEXT [options]\n"
-            "  -m, --model FILE      GGUF model\n"
+            "  -m, --model FILE      GGUF model (default: the demo model built into 1bit)\n"
             "  -p, --prompt TEXT     prompt text\n"
             "  -n, --n-predict N     tokens to generate (default 128)\n"
             "  -c, --ctx-size N      context size (default: prompt + n, at most the model's)\n"
@@ -65,7 +65,11 @@ int ob_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
         else { fprintf(stderr, "run: unknown or incomplete option '%s'\n", a); return usage(); }
     }
-    if (!model_path) { fprintf(stderr, "run: no model given (-m FILE.gguf)\n"); return usage(); }
+    if (!model_path && !ob_has_default_model()) {
+        fprintf(stderr, "run: no model given (-m FILE.gguf), and this build has no default model\n");
+        return usage();
+    }
+    if (!model_path) model_path = OB_DEFAULT_MODEL;
     if (!prompt) { fprintf(stderr, "run: no prompt given (-p TEXT)\n"); return usage(); }
     if (n_predict < 0 || n_predict > 1e7 || n_batch < 1 || n_batch > 65536 || threads < 0 || threads > 1024 || n_ctx < 0 || n_ctx > 1e7) {
         fprintf(stderr, "run: an option value is out of range\n");

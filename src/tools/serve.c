@@ -36,7 +36,7 @@ static const struct flag {
     int lo, hi;
     const char *arg, *help;
 } flags[] = {
-    {"-m", "--model", F_STR, OFF(model), 0, 0, "FILE", "GGUF model to serve"},
+    {"-m", "--model", F_STR, OFF(model), 0, 0, "FILE", "GGUF model to serve (default: the demo model built into 1bit)"},
     {"-hf", "--hf-repo", F_STR, OFF(hf_repo), 0, 0, "REPO[:QUANT]", "download a GGUF from Hugging Face into the cache (resumable, sha256-verified) and serve it"},
     {NULL, "--hf-cache", F_STR, OFF(hf_cache), 0, 0, "DIR", "download folder for -hf (default $XDG_CACHE_HOME/1bit or ~/.cache/1bit)"},
     {NULL, "--host", F_STR, OFF(host), 0, 0, "ADDR", "address to listen on (default 127.0.0.1)"},
@@ -216,7 +216,13 @@ int ob_cmd_serve(int argc, char **argv) {
     c->seed = -1;
     if (parse_flags(argc, argv, c)) return 2;
     if (c->n_predict == 0) { fprintf(stderr, "serve: option '--n-predict' must be -1 or at least 1\n"); return 2; }
-    if (!c->model && !c->hf_repo) { fprintf(stderr, "serve: no model given (-m FILE.gguf or -hf REPO[:QUANT])\n"); return 2; }
+    if (!c->model && !c->hf_repo) {
+        if (!ob_has_default_model()) {
+            fprintf(stderr, "serve: no model given (-m FILE.gguf or -hf REPO[:QUANT]), and this build has no default model\n");
+            return 2;
+        }
+        c->model = OB_DEFAULT_MODEL; /* the demo model built into the binary */
+    }
     if (c->model && c->hf_repo) { fprintf(stderr, "serve: give -m or -hf, not both\n"); return 2; }
     char *key = NULL;
     if (c->api_key_file) {
@@ -232,6 +238,7 @@ int ob_cmd_serve(int argc, char **argv) {
         fclose(tf);
     }
     if (c->alias) S->model_id = strdup(c->alias);
+    else if (!strcmp(c->model ? c->model : "", OB_DEFAULT_MODEL)) S->model_id = strdup("1bit-demo");
     S->t_start_us = ob_time_us();
     S->t_start_wall = (long)time(NULL);
     pthread_mutex_init(&S->embd_mu, NULL);
