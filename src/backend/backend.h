@@ -40,8 +40,9 @@ typedef struct {
 typedef struct {
     const float *q;     /* [n][n_head*head_dim], already roped */
     float *out;         /* [n][n_head*head_dim] */
-    const float *k;     /* this layer's cache: [n_seq][n_ctx][n_head_kv*head_dim] */
-    const float *v;     /* same shape as k */
+    const void *k;      /* this layer's cache: [n_seq][n_ctx] rows of n_head_kv*head_dim elements of type_k */
+    const void *v;      /* same shape as k, elements of type_v */
+    int type_k, type_v; /* ob_type of the cache elements: f32, f16 or q8_0 */
     int n, n_head, n_head_kv, head_dim, n_ctx;
     const int32_t *pos; /* [n] token i attends to positions 0..pos[i] of sequence seq[i] */
     const int32_t *seq; /* [n] */
@@ -84,10 +85,11 @@ struct ob_backend {
     void (*rmsnorm)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
     /* Rotates n rows of n_head heads in place; pos[n] are the tokens' positions. */
     void (*rope)(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r);
-    /* Writes n rows of K or V into cache [n_seq][n_ctx][dim] at (seq[i], pos[i]). */
-    void (*kv_write)(ob_backend *b, float *cache, const float *x, int n, int dim, int n_ctx,
+    /* Writes n rows of K or V into cache [n_seq][n_ctx] rows of dim elements of type (ob_type:
+     * f32, f16 or q8_0, converted with the reference rounding) at (seq[i], pos[i]). */
+    void (*kv_write)(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx,
                      const int32_t *pos, const int32_t *seq);
-    /* Causal grouped-query attention over the cache. */
+    /* Causal grouped-query attention over the cache (softmax over each token's positions). */
     void (*attention)(ob_backend *b, const ob_attn_args *a);
     /* y += x (n floats). */
     void (*add)(ob_backend *b, float *y, const float *x, size_t n);

@@ -1,6 +1,7 @@
 /* forward.c — inference contexts and the forward pass.
  *
- * Owns: the KV cache (float32, [n_layer][n_seq][n_ctx][n_head_kv*head_dim] for K and for V),
+ * Owns: the KV cache ([n_layer][n_seq][n_ctx] rows of n_head_kv*head_dim elements for K and for V,
+ * f16 by default, f32 or q8_0 on request: ob_ctx_params.type_k / type_v),
  * activation scratch sized at creation for n_batch tokens, validation of every batch, and the
  * order of backend ops that makes one transformer step for any architecture in the table.
  * Does not own: the ops themselves (backend), weights (model.c), sampling (sampler.c).
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/model.h"
 #include "format/quant.h"
@@ -20,7 +22,8 @@ struct ob_ctx {
     ob_model_t *m;
     ob_backend *be;
     int n_ctx, n_seq, n_batch;
-    float **k_cache, **v_cache; /* [n_layer] each -> [n_seq][n_ctx][kv_dim] */
+    void **k_cache, **v_cache;  /* [n_layer] each -> [n_seq][n_ctx] rows of kv_dim elements of type_k / type_v */
+    int type_k, type_v;         /* ob_type of the cache elements */
     int32_t *seq_len;           /* [n_seq] positions filled */
     /* activation scratch, [n_batch][...] */
     float *x;                   /* [n_batch][n_embd] residual stream */
@@ -43,8 +46,21 @@ struct ob_ctx {
 };
 
 ob_ctx_params ob_ctx_default_params(void) {
-    ob_ctx_params p = {0, 1, 512};
+    ob_ctx_params p = {0, 1, 512, OB_KV_F16, OB_KV_F16};
     return p;
+}
+
+static const struct { const char *name; int ob_type; } kv_types[] = {
+    [OB_KV_F16] = {"f16", OB_TYPE_F16}, [OB_KV_F32] = {"f32", OB_TYPE_F32}, [OB_KV_Q8_0] = {"q8_0", OB_TYPE_Q8_0}};
+
+int ob_kv_type_from_name(const char *name) {
+    for (int i = 0; name && i < (int)(sizeof kv_types / sizeof kv_types[0]); i++)
+        if (!strcasecmp(name, kv_types[i].name)) return i;
+    return -1;
+}
+
+const char *ob_kv_type_name(int kv_type) {
+    return kv_type >= 0 && kv_type < (int)(sizeof kv_types / sizeof kv_types[0]) ? kv_types[kv_type].name : "unknown";
 }
 
 static void *balloc(ob_ctx_t *c, size_t bytes) { return c->be->alloc(c->be, bytes); }
@@ -87,13 +103,25 @@ int ob_ctx_new(ob_model_t *m, const ob_ctx_params *p, ob_ctx_t **out, char *err,
         return ERR("context: n_ctx %d / n_seq %d / n_batch %d too large", p->n_ctx, p->n_seq, p->n_batch);
     }
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim, q_dim = (size_t)hp->n_head * hp->head_dim;
-    size_t cache_floats = (size_t)c->n_seq * c->n_ctx * kv_dim;
-    c->k_cache = calloc((size_t)hp->n_layer, sizeof(float *));
-    c->v_cache = calloc((size_t)hp->n_layer, sizeof(float *));
+    const int nkt = (int)(sizeof kv_types / sizeof kv_types[0]);
+    if (p->type_k < 0 || p->type_k >= nkt || p->type_v < 0 || p->type_v >= nkt) {
+        ob_ctx_free(c);
+        return ERR("context: unknown KV cache type %d / %d (f16, f32 or q8_0)", p->type_k, p->type_v);
+    }
+    c->type_k = kv_types[p->type_k].ob_type;
+    c->type_v = kv_types[p->type_v].ob_type;
+    if ((c->type_k == OB_TYPE_Q8_0 || c->type_v == OB_TYPE_Q8_0) && hp->head_dim % 32 != 0) {
+        ob_ctx_free(c);
+        return ERR("context: a q8_0 KV cache needs a head size that is a multiple of 32 (this model's is %d)", hp->head_dim);
+    }
+    size_t rows = (size_t)c->n_seq * c->n_ctx;
+    size_t k_bytes = rows * ob_type_row_size(c->type_k, (int64_t)kv_dim), v_bytes = rows * ob_type_row_size(c->type_v, (int64_t)kv_dim);
+    c->k_cache = calloc((size_t)hp->n_layer, sizeof(void *));
+    c->v_cache = calloc((size_t)hp->n_layer, sizeof(void *));
     int ok = c->k_cache && c->v_cache;
     for (int l = 0; ok && l < hp->n_layer; l++) {
-        c->k_cache[l] = balloc(c, cache_floats * sizeof(float));
-        c->v_cache[l] = balloc(c, cache_floats * sizeof(float));
+        c->k_cache[l] = balloc(c, k_bytes);
+        c->v_cache[l] = balloc(c, v_bytes);
         ok = c->k_cache[l] && c->v_cache[l];
     }
     size_t nb = (size_t)c->n_batch, wide = q_dim > (size_t)hp->n_embd ? q_dim : (size_t)hp->n_embd;
@@ -119,7 +147,7 @@ int ob_ctx_new(ob_model_t *m, const ob_ctx_params *p, ob_ctx_t **out, char *err,
     if (!ok) {
         ob_ctx_free(c);
         return ERR("context: out of memory for n_ctx %d x n_seq %d (KV cache %.1f MiB)", p->n_ctx, p->n_seq,
-                   2.0 * hp->n_layer * cache_floats * sizeof(float) / 1048576.0);
+                   (double)hp->n_layer * (double)(k_bytes + v_bytes) / 1048576.0);
     }
     *out = c;
     return 0;
@@ -222,11 +250,11 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     if (L->k_norm) be->rmsnorm(be, c->k, L->k_norm, c->k, n * hp->n_head_kv, hp->head_dim, hp->eps);
     be->rope(be, c->q, n, hp->n_head, hp->head_dim, pos, &hp->rope);
     be->rope(be, c->k, n, hp->n_head_kv, hp->head_dim, pos, &hp->rope);
-    be->kv_write(be, c->k_cache[il], c->k, n, kvd, c->n_ctx, pos, seq);
-    be->kv_write(be, c->v_cache[il], c->v, n, kvd, c->n_ctx, pos, seq);
+    be->kv_write(be, c->k_cache[il], c->type_k, c->k, n, kvd, c->n_ctx, pos, seq);
+    be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
 
-    ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], n, hp->n_head, hp->n_head_kv, hp->head_dim,
-                      c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
+    ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
+                      hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
     be->attention(be, &a);
     if (L->attn_sub_norm) be->rmsnorm(be, c->att, L->attn_sub_norm, c->att, n, qd, hp->eps);
     maybe_act_quant(c, "o_in", il, c->att, n, qd);

@@ -109,6 +109,7 @@ static void run_case(const golden_case *gc) {
     ob_ctx_params cp = ob_ctx_default_params();
     cp.n_ctx = n + 4;
     cp.n_batch = n;
+    cp.type_k = cp.type_v = OB_KV_F32; /* the tolerances above are for exact K/V (test_kernels.c covers f16 / q8_0) */
     ob_ctx_t *c = NULL;
     CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
     ob_batch b = {n, tok, pos, NULL, all};
@@ -247,6 +248,7 @@ OB_SUITE(golden_bitnet_codes) {
     ob_ctx_params cp = ob_ctx_default_params();
     cp.n_ctx = 32;
     cp.n_batch = 24;
+    cp.type_k = cp.type_v = OB_KV_F32;
     ob_ctx_t *c = NULL;
     CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
     codes_ctx cc = {ref, n_ref, 24, 0, 0, 0, 0, 0, 0};

@@ -12,6 +12,8 @@
  *    scalar one: activations, decode (gemv) and prompt (packed gemm) kernels alike, and the
  *    gemm equals the gemv (a prompt and a decode step give the same logits).
  * Float weights (f32, f16, bf16) and the attention helpers likewise.
+ * Suite kv_cache: the whole forward pass with f16 and q8_0 KV caches against an f32 cache, a
+ * prompt against token-by-token decoding, and the fast CPU path against the reference one.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +22,9 @@
 #include "backend/cpu/kernels.h"
 #include "format/quant.h"
 #include "format/quant_tensor.h"
+#include "onebit.h"
 #include "test.h"
+#include "tools/tools.h"
 
 static uint64_t rnext(uint64_t *s) {
     *s ^= *s << 13;
@@ -398,4 +402,148 @@ OB_SUITE(kernels) {
     test_int_matmul(&rs);
     test_float_matmul(&rs);
     test_helpers(&rs);
+}
+
+/* ---- KV cache types through the engine ------------------------------------------------------- */
+
+static ob_model_t *load_model(const char *arch, const char *type, int reference) {
+    char dir[128], path[256], err[512];
+    snprintf(dir, sizeof dir, "tests/golden/%s", arch);
+    snprintf(path, sizeof path, "%s/kv-%s-%s.gguf", ob_test_tmpdir(), arch, type);
+    char *argv[] = {"convert", dir, "-o", path, "--type", (char *)type, NULL};
+    if (ob_cmd_convert(6, argv) != 0) return NULL;
+    ob_model_params mp = ob_model_default_params();
+    mp.n_threads = 2;
+    if (reference) setenv("OB_CPU_KERNELS", "reference", 1);
+    ob_model_t *m = NULL;
+    if (ob_model_load(path, &mp, &m, err, sizeof err)) fprintf(stderr, "  kv_cache: %s\n", err);
+    if (reference) unsetenv("OB_CPU_KERNELS");
+    remove(path);
+    return m;
+}
+
+static const int32_t kv_tok[24] = {318, 302, 220, 80, 84, 72, 66, 74, 268, 278, 296, 272, 78, 87, 220, 73, 84, 76, 79, 82, 266, 305, 259, 286};
+
+/* Logits of the 24 tokens [24][V]: one batch, or (incremental) 12 as a prompt then one at a time
+ * (row i then holds the logits after token i, rows 0..10 left from the prompt's last row). */
+static int run_tokens(ob_model_t *m, int kv, int incremental, float *out) {
+    int V = ob_model_get_info(m)->n_vocab, n = 24;
+    char err[512];
+    ob_ctx_params cp = ob_ctx_default_params();
+    cp.n_ctx = 32;
+    cp.n_batch = n;
+    cp.type_k = cp.type_v = kv;
+    ob_ctx_t *c = NULL;
+    if (ob_ctx_new(m, &cp, &c, err, sizeof err)) {
+        fprintf(stderr, "  kv_cache: %s\n", err);
+        return -1;
+    }
+    int32_t pos[24];
+    int8_t all[24];
+    for (int i = 0; i < n; i++) pos[i] = i, all[i] = 1;
+    int rc = 0;
+    if (!incremental) {
+        ob_batch b = {n, kv_tok, pos, NULL, all};
+        rc = ob_decode(c, &b, err, sizeof err);
+        for (int i = 0; rc == 0 && i < n; i++) memcpy(out + (size_t)i * V, ob_get_logits(c, i), (size_t)V * 4);
+    } else {
+        ob_batch b = {12, kv_tok, pos, NULL, NULL};
+        rc = ob_decode(c, &b, err, sizeof err);
+        for (int i = 12; rc == 0 && i <= n; i++) {
+            memcpy(out + (size_t)(i - 1) * V, ob_get_logits(c, 0), (size_t)V * 4);
+            if (i == n) break;
+            ob_batch sb = {1, &kv_tok[i], &pos[i], NULL, NULL};
+            rc = ob_decode(c, &sb, err, sizeof err);
+        }
+    }
+    ob_ctx_free(c);
+    return rc;
+}
+
+/* max |a - b| over rows [r0, 24), and max |b| */
+static double diff_rows(const float *a, const float *b, int V, int r0, double *maxref) {
+    double d = 0;
+    *maxref = 0;
+    for (size_t i = (size_t)r0 * V; i < (size_t)24 * V; i++) {
+        double x = fabs((double)a[i] - b[i]);
+        if (x > d || x != x) d = x != x ? INFINITY : x;
+        if (fabs(b[i]) > *maxref) *maxref = fabs(b[i]);
+    }
+    return d;
+}
+
+OB_SUITE(kv_cache) {
+    ob_model_t *m = load_model("qwen3", "f32", 0), *mr = load_model("qwen3", "f32", 1);
+    CHECK(m != NULL && mr != NULL);
+    if (!m || !mr) goto done;
+    int V = ob_model_get_info(m)->n_vocab;
+    size_t sz = (size_t)24 * V * sizeof(float);
+    float *f32 = malloc(sz), *f16 = malloc(sz), *q8 = malloc(sz), *inc = malloc(sz), *ref = malloc(sz);
+    double mref, d;
+    CHECK_EQ_INT(run_tokens(m, OB_KV_F32, 0, f32), 0);
+    CHECK_EQ_INT(run_tokens(m, OB_KV_F16, 0, f16), 0);
+    CHECK_EQ_INT(run_tokens(m, OB_KV_Q8_0, 0, q8), 0);
+    /* f16 K/V rounding (2^-11 relative) and q8_0's (1/254 of a block's largest) move the logits a little */
+    d = diff_rows(f16, f32, V, 0, &mref);
+    if (ob_test_verbose || d > 5e-3 * mref) fprintf(stderr, "  kv_cache: f16 vs f32 KV max|diff| %.3g (max|ref| %.3g)\n", d, mref);
+    CHECK(d <= 5e-3 * mref);
+    d = diff_rows(q8, f32, V, 0, &mref);
+    if (ob_test_verbose || d > 4e-2 * mref) fprintf(stderr, "  kv_cache: q8_0 vs f32 KV max|diff| %.3g (max|ref| %.3g)\n", d, mref);
+    CHECK(d <= 4e-2 * mref);
+    /* decode after a prompt = the batch, for every cache type */
+    for (int kv = 0; kv < 3; kv++) {
+        const float *batch = kv == OB_KV_F16 ? f16 : kv == OB_KV_F32 ? f32 : q8;
+        CHECK_EQ_INT(run_tokens(m, kv, 1, inc), 0);
+        d = diff_rows(inc, batch, V, 11, &mref);
+        if (d > 1e-4 + 1e-5 * mref) fprintf(stderr, "  kv_cache: %s incremental vs batch max|diff| %.3g\n", ob_kv_type_name(kv), d);
+        CHECK(d <= 1e-4 + 1e-5 * mref);
+    }
+    /* the fast path (online softmax, SIMD kernels) against the reference backend, same cache type */
+    CHECK_EQ_INT(run_tokens(mr, OB_KV_F16, 0, ref), 0);
+    d = diff_rows(f16, ref, V, 0, &mref);
+    if (ob_test_verbose || d > 1e-4 + 1e-5 * mref) fprintf(stderr, "  kv_cache: fast vs reference (f16 KV) max|diff| %.3g\n", d);
+    CHECK(d <= 1e-4 + 1e-5 * mref);
+    CHECK_EQ_INT(run_tokens(mr, OB_KV_Q8_0, 0, ref), 0);
+    d = diff_rows(q8, ref, V, 0, &mref);
+    CHECK(d <= 1e-4 + 1e-5 * mref);
+    free(f32), free(f16), free(q8), free(inc), free(ref);
+
+    /* bad cache types are refused with a message */
+    char err[512];
+    ob_ctx_params cp = ob_ctx_default_params();
+    cp.n_ctx = 8;
+    cp.type_v = 7;
+    ob_ctx_t *c = NULL;
+    CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), -1);
+    CHECK(strstr(err, "KV cache type") != NULL);
+    CHECK(ob_kv_type_from_name("Q8_0") == OB_KV_Q8_0 && ob_kv_type_from_name("f16") == OB_KV_F16 &&
+          ob_kv_type_from_name("bf16") == -1 && !strcmp(ob_kv_type_name(OB_KV_F32), "f32"));
+done:
+    ob_model_free(m);
+    ob_model_free(mr);
+
+    /* BitNet: a quantizer after attention makes the output discontinuous; decode must still give the
+     * prompt's bits with the default (f16) cache */
+    ob_model_t *mb = load_model("bitnet", "tq2_0", 0), *ml = load_model("llama", "f32", 0);
+    CHECK(mb != NULL && ml != NULL);
+    if (mb) {
+        int Vb = ob_model_get_info(mb)->n_vocab;
+        float *a = malloc((size_t)24 * Vb * 4), *b = malloc((size_t)24 * Vb * 4);
+        CHECK_EQ_INT(run_tokens(mb, OB_KV_F16, 0, a), 0);
+        CHECK_EQ_INT(run_tokens(mb, OB_KV_F16, 1, b), 0);
+        d = diff_rows(b, a, Vb, 11, &mref);
+        if (d > 1e-4 + 1e-5 * mref) fprintf(stderr, "  kv_cache: bitnet incremental vs batch max|diff| %.3g\n", d);
+        CHECK(d <= 1e-4 + 1e-5 * mref);
+        free(a), free(b);
+    }
+    if (ml) { /* head size 16: no q8_0 cache */
+        ob_ctx_params cq = ob_ctx_default_params();
+        cq.n_ctx = 8;
+        cq.type_k = OB_KV_Q8_0;
+        ob_ctx_t *cc = NULL;
+        CHECK_EQ_INT(ob_ctx_new(ml, &cq, &cc, err, sizeof err), -1);
+        CHECK(strstr(err, "multiple of 32") != NULL);
+    }
+    ob_model_free(mb);
+    ob_model_free(ml);
 }

@@ -57,6 +57,7 @@ int main(int argc, char **argv) {
     cp.n_ctx = n_tokens < 256 ? 256 : n_tokens;
     cp.n_seq = 1;
     cp.n_batch = n_tokens;   /* the whole sequence in one ob_decode call */
+    cp.type_k = cp.type_v = OB_KV_F32; /* as llama_logits runs llama.cpp: exact K/V */
     ob_ctx_t *ctx = NULL;
     if (ob_ctx_new(model, &cp, &ctx, err, sizeof err)) {
         fprintf(stderr, "ob_logits: could not create a context for %s: %s\n", model_path, err);

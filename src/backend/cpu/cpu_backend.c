@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_attn.h"
 #include "backend/cpu/cpu_matmul.h"
 #include "backend/cpu/threadpool.h"
 #include "format/quant.h"
@@ -289,30 +290,37 @@ static void cpu_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, c
     }
 }
 
-static void cpu_kv_write(ob_backend *b, float *cache, const float *x, int n, int dim, int n_ctx,
+static void cpu_kv_write(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx,
                          const int32_t *pos, const int32_t *seq) {
-    for (int i = 0; i < n; i++)
-        memcpy(cache + ((size_t)seq[i] * n_ctx + pos[i]) * dim, x + (size_t)i * dim, (size_t)dim * sizeof(float));
+    cpu_state *s = st(b);
+    ob_cpu_kv_write(s->mm ? ob_cpu_mm_kernels(s->mm) : ob_kernels_scalar(), cache, type, x, n, dim, n_ctx, pos, seq);
 }
 
 typedef struct { const ob_attn_args *a; cpu_state *s; } attn_job;
 
+/* The reference: all scores, their maximum, exponentials summed in double, then the weighted
+ * sum of V rows; cache rows of any type are widened to f32 with the reference routines. */
 static void attn_task(void *ctx, int ith, int nth) {
     attn_job *j = ctx;
     const ob_attn_args *a = j->a;
     int kv_dim = a->n_head_kv * a->head_dim, group = a->n_head / a->n_head_kv;
-    float *scores = j->s->row_scratch[ith]; /* reserved to n_ctx */
+    float *scores = j->s->row_scratch[ith]; /* reserved to n_ctx + head_dim */
+    float *row = scores + a->n_ctx;
+    const ob_type_traits *tk = ob_type_get(a->type_k), *tv = ob_type_get(a->type_v);
+    size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
+    size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     int64_t lo, hi;
     split((int64_t)a->n * a->n_head, ith, nth, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         int i = (int)(t / a->n_head), h = (int)(t % a->n_head), kh = h / group;
         const float *q = a->q + ((size_t)i * a->n_head + h) * a->head_dim;
-        const float *kbase = a->k + (size_t)a->seq[i] * a->n_ctx * kv_dim + (size_t)kh * a->head_dim;
-        const float *vbase = a->v + (size_t)a->seq[i] * a->n_ctx * kv_dim + (size_t)kh * a->head_dim;
+        const uint8_t *kbase = (const uint8_t *)a->k + (size_t)a->seq[i] * a->n_ctx * krb + (size_t)kh * khb;
+        const uint8_t *vbase = (const uint8_t *)a->v + (size_t)a->seq[i] * a->n_ctx * vrb + (size_t)kh * vhb;
         int np = a->pos[i] + 1;
         float mx = -INFINITY;
         for (int p = 0; p < np; p++) {
-            scores[p] = dot_f32(q, kbase + (size_t)p * kv_dim, a->head_dim) * a->scale;
+            tk->to_float(kbase + (size_t)p * krb, row, a->head_dim);
+            scores[p] = dot_f32(q, row, a->head_dim) * a->scale;
             if (scores[p] > mx) mx = scores[p];
         }
         double sum = 0;
@@ -322,15 +330,20 @@ static void attn_task(void *ctx, int ith, int nth) {
         for (int d = 0; d < a->head_dim; d++) o[d] = 0;
         for (int p = 0; p < np; p++) {
             float wgt = scores[p] * inv;
-            const float *vp = vbase + (size_t)p * kv_dim;
-            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * vp[d];
+            tv->to_float(vbase + (size_t)p * vrb, row, a->head_dim);
+            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * row[d];
         }
     }
 }
 
 static void cpu_attention(ob_backend *b, const ob_attn_args *a) {
     cpu_state *s = st(b);
-    reserve_rows(s, a->n_ctx);
+    if (s->mm) {
+        reserve_rows(s, (int64_t)ob_cpu_attn_scratch(a->n_head, a->n_head_kv, a->head_dim));
+        ob_cpu_attention(s->pool, ob_cpu_mm_kernels(s->mm), a, s->row_scratch);
+        return;
+    }
+    reserve_rows(s, (int64_t)a->n_ctx + a->head_dim);
     attn_job j = {a, s};
     ob_pool_run(s->pool, attn_task, &j);
 }
