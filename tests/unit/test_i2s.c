@@ -133,6 +133,7 @@ static float *golden_logits(const char *gguf, const int32_t *tok, int n, int *n_
     ob_ctx_params cp = ob_ctx_default_params();
     cp.n_ctx = n + 4;
     cp.n_batch = n;
+    cp.type_k = cp.type_v = OB_KV_F32; /* as the golden tests: no KV rounding in the comparison */
     ob_ctx_t *c = NULL;
     float *out = NULL;
     int32_t pos[64];
@@ -209,17 +210,32 @@ OB_SUITE(i2_s_file) {
                                ob_gguf_tensor_at(g, 0)->offset) : 0;
     ob_gguf_close(g);
 
-    /* It runs, with the logits of the f32 file (the same ternary weights). */
+    /* It runs, with the logits of the f32 file (the same ternary weights): identical in the
+     * reference path; the fast kernels quantize activations per block (q8), which BitNet's
+     * int8 activation quantization turns into a few flipped codes, hence the golden test's
+     * BitNet tolerance (tests/unit/test_golden.c): max 8% of max|logit|, top token >= 90%. */
     int V = 0, V2 = 0;
     float *a = golden_logits(out, golden_tok, 24, &V, err, sizeof err);
     if (!a) fprintf(stderr, "  i2_s_file: %s\n", err);
     float *b = golden_logits(f32, golden_tok, 24, &V2, err, sizeof err);
     CHECK(a && b && V == V2);
     if (a && b) {
-        double md = 0;
-        for (size_t i = 0; i < (size_t)24 * V; i++) md = fmax(md, fabs((double)a[i] - b[i]));
-        if (ob_test_verbose || md > 1e-3) fprintf(stderr, "  i2_s vs f32 logits: max|diff| %.3g\n", md);
-        CHECK(md <= 1e-3);
+        double md = 0, mr = 0;
+        int top = 0;
+        for (int t = 0; t < 24; t++) {
+            int ia = 0, ib = 0;
+            for (int v = 0; v < V; v++) {
+                size_t i = (size_t)t * V + v;
+                md = fmax(md, fabs((double)a[i] - b[i]));
+                mr = fmax(mr, fabs((double)b[i]));
+                if (a[i] > a[(size_t)t * V + ia]) ia = v;
+                if (b[i] > b[(size_t)t * V + ib]) ib = v;
+            }
+            top += ia == ib;
+        }
+        if (ob_test_verbose || md > 0.08 * mr) fprintf(stderr, "  i2_s vs f32 logits: max|diff| %.3g (max %.3g), top-1 %d/24\n", md, mr, top);
+        CHECK(md <= 0.08 * mr);
+        CHECK(top >= 22);
     }
     free(a);
     free(b);
