@@ -1,7 +1,16 @@
 /* threadpool.c — persistent workers woken by a generation counter.
  *
- * Workers spin briefly on the counter (a decode step issues hundreds of small ops, and a
- * futex wake per op costs more than the op), then sleep on a condition variable.
+ * A decode step issues a few hundred small ops, so waking the workers must cost far less than
+ * an op. Workers spin on the counter with a pause instruction (about SPIN_NS), yielding the
+ * core now and then in case it is oversubscribed, and only then sleep on a condition variable.
+ * ob_pool_run takes the mutex and signals only when some worker is actually asleep (the
+ * `sleeping` count), so a run on a hot pool is one atomic increment to start it and one
+ * counter to wait on. The caller does its own share of the work (thread index 0).
+ *
+ * Sleeping is race-free: a worker announces itself in `sleeping` and then re-checks the
+ * generation under the mutex; the caller bumps the generation before reading `sleeping`
+ * (both sequentially consistent), so either the caller sees the sleeper and signals, or the
+ * sleeper sees the new generation and does not wait.
  */
 #include "backend/cpu/threadpool.h"
 
@@ -9,8 +18,19 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
-#define SPIN_ROUNDS 20000
+#define SPIN_NS 2000000L   /* how long an idle worker polls before sleeping (2 ms) */
+#define YIELD_EVERY 256    /* polls (pause: ~40-140 cycles each) between sched_yield calls */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+static inline void cpu_relax(void) { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void cpu_relax(void) { __asm__ __volatile__("yield"); }
+#else
+static inline void cpu_relax(void) {}
+#endif
 
 struct ob_pool {
     int n;                       /* threads including the caller */
@@ -19,12 +39,19 @@ struct ob_pool {
     pthread_cond_t cv;
     atomic_uint generation;      /* bumped once per job */
     atomic_int pending;          /* workers still running the current job */
+    atomic_int sleeping;         /* workers waiting (or about to wait) on cv */
     atomic_int stop;
     ob_pool_fn fn;
     void *ctx;
 };
 
 typedef struct { ob_pool *p; int ith; } worker_arg;
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
 
 static void *worker_main(void *arg) {
     worker_arg *wa = arg;
@@ -33,17 +60,24 @@ static void *worker_main(void *arg) {
     free(wa);
     unsigned seen = 0;
     for (;;) {
-        unsigned g;
-        int spins = 0;
-        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
-               !atomic_load(&p->stop) && spins < SPIN_ROUNDS) {
-            spins++;
-            if ((spins & 63) == 0) sched_yield();
+        unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g == seen && !atomic_load(&p->stop)) {
+            long t0 = now_ns();
+            for (unsigned spins = 1;; spins++) {
+                cpu_relax();
+                g = atomic_load_explicit(&p->generation, memory_order_acquire);
+                if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
+                if (spins % YIELD_EVERY == 0) {
+                    if (now_ns() - t0 > SPIN_NS) break;
+                    sched_yield();
+                }
+            }
         }
         if (g == seen && !atomic_load(&p->stop)) {
             pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop))
-                pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_add(&p->sleeping, 1);
+            while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_sub(&p->sleeping, 1);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->stop)) return NULL;
@@ -60,10 +94,13 @@ ob_pool *ob_pool_new(int n_threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = calloc((size_t)p->n, sizeof *p->threads);
+    if (!p->threads) p->n = 1;
     for (int i = 1; i < p->n; i++) {
         worker_arg *wa = malloc(sizeof *wa);
-        wa->p = p;
-        wa->ith = i;
+        if (wa) {
+            wa->p = p;
+            wa->ith = i;
+        }
         if (!wa || pthread_create(&p->threads[i - 1], NULL, worker_main, wa) != 0) {
             free(wa);
             p->n = i; /* run with the threads we got */
@@ -96,10 +133,15 @@ void ob_pool_run(ob_pool *p, ob_pool_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     atomic_store(&p->pending, p->n - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->generation, 1); /* seq_cst: before the read of sleeping below */
+    if (atomic_load(&p->sleeping) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) sched_yield();
+    for (unsigned spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        cpu_relax();
+        if (spins % YIELD_EVERY == 0) sched_yield(); /* a worker was preempted: let it run */
+    }
 }
