@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "text/pretok.h"
+#include "text/unicode.h"
 
 /* ---- regexes ---------------------------------------------------------------------------- */
 
@@ -150,25 +151,21 @@ int ob_pretok_new(const char *const *regex, int n, ob_pretok_t **out, char *err,
     ob_pretok_t *p = calloc(1, sizeof *p);
     if (!p) { snprintf(err, errlen, "pre-tokenizer: out of memory"); return -1; }
     for (int i = 0; i < n; i++) {
-        int ec = 0;
-        PCRE2_SIZE eo = 0;
+        char e2[300];
         if (!regex[i]) {
             snprintf(err, errlen, "pre-tokenizer regex %d: missing", i);
             ob_pretok_free(p);
             return -1;
         }
-        p->re[i] = pcre2_compile((PCRE2_SPTR)regex[i], PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
+        /* the same compilation as tokenizer.json regexes (unicode.c): Oniguruma's \s, classes
+         * widened to the Unicode version utf8proc knows */
+        p->re[i] = ob_regex_compile(regex[i], strlen(regex[i]), 0, e2, sizeof e2);
         if (!p->re[i]) {
-            PCRE2_UCHAR msg[160];
-            pcre2_get_error_message(ec, msg, sizeof msg);
-            snprintf(err, errlen, "pre-tokenizer regex %d at offset %zu: %s", i, (size_t)eo, (const char *)msg);
+            snprintf(err, errlen, "pre-tokenizer regex %d: %s", i, e2);
             ob_pretok_free(p);
             return -1;
         }
         p->n = i + 1;
-        /* JIT is an optimisation only: where it is unavailable the interpreter runs. */
-        (void)pcre2_jit_compile(p->re[i], PCRE2_JIT_COMPLETE);
     }
     *out = p;
     return 0;

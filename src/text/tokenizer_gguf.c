@@ -72,6 +72,10 @@ static const ob_gguf_value *get_str_array(const ob_gguf_t *g, const char *key, c
 }
 
 int ob_tokenizer_load_gguf(const ob_gguf_t *g, ob_tokenizer_t **out, char *err, size_t errlen) {
+    return ob_tokenizer_load_gguf_ex(g, 1, out, err, errlen);
+}
+
+int ob_tokenizer_load_gguf_ex(const ob_gguf_t *g, int use_hf_key, ob_tokenizer_t **out, char *err, size_t errlen) {
     ob_tokenizer_spec s;
     const char *model = NULL, *pre_name = NULL;
     const char **texts = NULL, **merges = NULL;
@@ -84,7 +88,7 @@ int ob_tokenizer_load_gguf(const ob_gguf_t *g, ob_tokenizer_t **out, char *err, 
     *out = NULL;
     memset(&s, 0, sizeof s);
     if (!g) { snprintf(err, errlen, "tokenizer: no file"); return -1; }
-    const ob_gguf_value *hv = ob_gguf_get(g, OB_GGUF_KEY_HF);
+    const ob_gguf_value *hv = use_hf_key ? ob_gguf_get(g, OB_GGUF_KEY_HF) : NULL;
     if (hv) {   /* written by 1bit convert: the exact tokenizer.json pipeline */
         if (hv->type != OB_GGUF_STRING || (!hv->v.str.ptr && hv->v.str.len)) {
             snprintf(err, errlen, "%s: expected a string", OB_GGUF_KEY_HF);

@@ -185,3 +185,172 @@ OB_SUITE(tokenizer_hf) {
     for (int i = 0; i < nc; i++) free(cs[i].s);
     free(cs);
 }
+
+/* ---- suite tokenizer_json ------------------------------------------------------------------ */
+
+static ob_tokenizer_t *load_path(const char *path) {
+    char err[512];
+    ob_tokenizer_t *t = NULL;
+    if (ob_tokenizer_load_json(path, &t, err, sizeof err) != 0) fprintf(stderr, "  %s: %s\n", path, err);
+    return t;
+}
+
+/* ids and decode of one text, against what Hugging Face tokenizers gave (tools/tokenizers, by hand) */
+static void expect_ids(const ob_tokenizer_t *t, const char *text, const int32_t *want, int nw, const char *want_dec) {
+    int32_t ids[256];
+    int n = ob_tokenizer_encode(t, text, strlen(text), 1, 1, ids, 256);
+    int same = n == nw;
+    for (int i = 0; same && i < n; i++) same = ids[i] == want[i];
+    if (!same) {
+        fprintf(stderr, "  '%s': got", text);
+        for (int i = 0; i < n && i < 64; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    CHECK(same);
+    int dl = 0;
+    char *d = n >= 0 ? dec(t, ids, n, 0, &dl) : NULL;
+    CHECK_STR(d, want_dec);
+    free(d);
+}
+
+#define SEED "tests/fuzz/seeds-tokenizer_json/"
+#define TEXT "Hello world ab x 12 \xC3\xA9lan \xE6\x97\xA5 <x> aab  \xE2\x85\xAB \xEF\xAC\x81 x<x>y <x> a.b,1"
+
+static void test_features(void) {
+    /* Each seed exercises features the seven real tokenizers do not: added-token lstrip / rstrip /
+     * single_word / normalized (bpe), NFKC + Lowercase + Strip + StripAccents, Digits, Punctuation,
+     * Metaspace "first", Split MergedWithNext, WhitespaceSplit, the Metaspace decoder (metaspace),
+     * byte fallback with fused <unk> (spm), WordPiece with BertNormalizer (wordpiece). */
+    static const int32_t bpe[] = {11, 4, 5, 3, 7, 3, 9, 2, 10, 6, 6, 6, 6, 2, 6, 12, 6, 6, 6, 6, 12};
+    static const int32_t spm[] = {1, 5, 0, 5, 0, 8, 7, 5, 0, 5, 0, 5, 3, 4, 0, 6, 0, 5, 0, 5, 0, 8, 9, 5, 5, 0, 5, 0, 5, 0, 5, 0, 8, 0, 7, 0};
+    static const int32_t wp[] = {2, 4, 6, 1, 1, 1, 1, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+    static const int32_t ms[] = {1, 12, 13, 14, 14, 15, 1, 0, 15, 0, 14, 0, 1, 4, 1, 7, 1, 6, 0, 1, 0, 14, 2, 0, 1, 0, 1, 0, 7, 0,
+                                 5, 4, 1, 1, 7, 0, 0, 1, 0, 0, 1, 7, 0, 7, 0, 0, 1, 0, 7, 0, 5, 9, 3, 10, 6};
+    struct { const char *file; const int32_t *ids; int n; const char *dec; } c[] = {
+        {SEED "bpe_bytelevel.json", bpe, (int)(sizeof bpe / sizeof *bpe), "<s>Hello world    l <x>    <x>"},
+        {SEED "spm_bytefallback.json", spm, (int)(sizeof spm / sizeof *spm),
+         "<s> <unk> <unk> ab <unk> <unk> \xC3\xA9<unk>a<unk> <unk> <unk> aab  <unk> <unk> <unk> <unk> a<unk>b<unk>"},
+        {SEED "wordpiece.json", wp, (int)(sizeof wp / sizeof *wp),
+         "[CLS] hello world [UNK] [UNK] [UNK] [UNK] \xE6\x97\xA5 [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] "
+         "[UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [UNK] [SEP]"},
+        {SEED "metaspace.json", ms, (int)(sizeof ms / sizeof *ms),
+         "hello <unk>o<unk>l<unk> ab x 1<unk> <unk>la<unk> <unk> <unk>x<unk> aab  x<unk><unk> <unk><unk> x<unk>x<unk><unk> <unk>x<unk> a.b,1"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        ob_tokenizer_t *t = load_path(c[i].file);
+        CHECK(t != NULL);
+        if (t) expect_ids(t, TEXT, c[i].ids, c[i].n, c[i].dec);
+        ob_tokenizer_free(t);
+    }
+}
+
+/* A refused file names the field at fault. */
+static void refuse(const char *json, const char *needle) {
+    char err[512] = "";
+    json_error_t je;
+    json_t *j = json_loads(json, 0, &je);
+    ob_tokenizer_t *t = NULL;
+    int rc = j ? ob_tokenizer_from_json(j, NULL, "bad.json", &t, err, sizeof err) : -1;
+    json_decref(j);
+    CHECK(rc != 0 && t == NULL);
+    if (!strstr(err, needle)) fprintf(stderr, "  error '%s' does not mention '%s'\n", err, needle);
+    CHECK(strstr(err, needle) != NULL);
+    ob_tokenizer_free(t);
+}
+
+static void test_refusals(void) {
+    refuse("[]", "expected a JSON object");
+    refuse("{}", "model");
+    refuse("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "model.type 'Unigram'");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{}}}", "model.vocab");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1}}}", "model.vocab['a']");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a\"]}}", "model.merges[0]");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}", "model.merges[0]");
+    refuse("{\"model\":{\"type\":\"BPE\",\"dropout\":0.1,\"vocab\":{\"a\":0}}}", "model.dropout");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"added_tokens\":[{\"id\":1}]}", "added_tokens[0]");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Precompiled\"}}", "normalizer type 'Precompiled'");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"(\"},\"content\":\"\"}}",
+           "normalizer");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":"
+           "[{\"type\":\"ByteLevel\"},{\"type\":\"Digits\"}]}}", "after ByteLevel");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\"}}}",
+           "pre_tokenizer");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"decoder\":{\"type\":\"CTC\"}}", "decoder type 'CTC'");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
+           "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}}", "special_tokens['<s>']");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"BertProcessing\",\"sep\":[\"x\",5],"
+           "\"cls\":[\"y\",0]}}", "post_processor.sep");
+    char err[512];
+    ob_tokenizer_t *t = NULL;
+    CHECK(ob_tokenizer_load("tests/tokenizers/no-such-file.json", &t, err, sizeof err) != 0 && strstr(err, "no-such-file"));
+}
+
+/* tokenizer.json -> GGUF keys -> tokenizer: the same ids, through 1bit's key always and through
+ * llama.cpp's keys alone for the byte-level families. */
+static void test_gguf_roundtrip(const sample *cs, int nc) {
+    static const struct { const char *name; int plain; } m[] = {{"llama3", 1}, {"qwen3", 0}, {"gemma3", 0}, {"deepseek-v3", 1},
+                                                                {"llama2", 0}, {"gpt-oss", 1}, {"bert", 0}};
+    /* qwen3: llama.cpp's keys cannot carry its NFC normalizer, so only the 1bit key is exact */
+    int32_t *a = malloc(sizeof *a * 65536), *b = malloc(sizeof *b * 65536);
+    for (size_t k = 0; k < sizeof m / sizeof *m; k++) {
+        char cmd[256], err[512], path[256];
+        snprintf(cmd, sizeof cmd, "xz -dc tests/tokenizers/models/%s.json.xz", m[k].name);
+        FILE *f = popen(cmd, "r");
+        json_error_t je;
+        json_t *j = f ? json_loadf(f, JSON_ALLOW_NUL, &je) : NULL;
+        if (f) pclose(f);
+        CHECK(j != NULL);
+        if (!j) continue;
+        ob_tokenizer_t *tj = NULL, *tg = NULL, *tp = NULL;
+        CHECK(ob_tokenizer_from_json(j, NULL, m[k].name, &tj, err, sizeof err) == 0);
+        ob_gguf_writer_t *w = ob_gguf_writer_new();
+        int32_t bos = -1, eos = -1, n = 0;
+        int rc = ob_tokenizer_json_to_gguf(j, NULL, m[k].name, w, 0, &bos, &eos, &n, err, sizeof err);
+        if (rc) fprintf(stderr, "  %s: %s\n", m[k].name, err);
+        CHECK(rc == 0);
+        snprintf(path, sizeof path, "%s/tok_%s.gguf", ob_test_tmpdir(), m[k].name);
+        CHECK(ob_gguf_writer_write(w, path, NULL, NULL, err, sizeof err) == 0);
+        ob_gguf_writer_free(w);
+        json_decref(j);
+        ob_gguf_t *g = NULL;
+        CHECK(ob_gguf_open(path, &g, err, sizeof err) == 0);
+        if (g) {
+            if (ob_tokenizer_load_gguf(g, &tg, err, sizeof err)) fprintf(stderr, "  %s gguf: %s\n", m[k].name, err);
+            if (m[k].plain && ob_tokenizer_load_gguf_ex(g, 0, &tp, err, sizeof err)) fprintf(stderr, "  %s plain gguf: %s\n", m[k].name, err);
+            ob_gguf_close(g);
+        }
+        remove(path);
+        CHECK(tj && tg && (!m[k].plain || tp));
+        int diff = 0, pdiff = 0;
+        for (int i = 0; tj && tg && i < nc; i += 4) {
+            int na = ob_tokenizer_encode(tj, cs[i].s, cs[i].n, 1, 1, a, 65536);
+            int nb = ob_tokenizer_encode(tg, cs[i].s, cs[i].n, 1, 1, b, 65536);
+            if (na != nb || memcmp(a, b, sizeof *a * (size_t)(na > 0 ? na : 0))) diff++;
+            if (tp) {
+                nb = ob_tokenizer_encode(tp, cs[i].s, cs[i].n, 1, 1, b, 65536);
+                if (na != nb || memcmp(a, b, sizeof *a * (size_t)(na > 0 ? na : 0))) pdiff++;
+            }
+        }
+        fprintf(stderr, "  %-12s via GGUF: %d differences (1bit key), %s%d (llama.cpp keys only)\n", m[k].name, diff,
+                m[k].plain ? "" : "not checked: ", pdiff);
+        CHECK_EQ_INT(diff, 0);
+        CHECK_EQ_INT(pdiff, 0);
+        ob_tokenizer_free(tj);
+        ob_tokenizer_free(tg);
+        ob_tokenizer_free(tp);
+    }
+    free(a);
+    free(b);
+}
+
+OB_SUITE(tokenizer_json) {
+    test_features();
+    test_refusals();
+    int nc = 0;
+    sample *cs = read_corpus(&nc);
+    CHECK(cs != NULL);
+    if (!cs) return;
+    test_gguf_roundtrip(cs, nc);
+    for (int i = 0; i < nc; i++) free(cs[i].s);
+    free(cs);
+}
