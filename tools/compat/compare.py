@@ -12,6 +12,8 @@ Does not own: running the engines (compat.sh). Standard library only (no numpy h
   compare.py pair N_VOCAB A.f32 B.f32
   compare.py types MODEL.gguf          (tensor types in a GGUF file, e.g. "q4_0 x14, f32 x5")
   compare.py bytes A.gguf B.gguf       (tensors of the same name and type: identical bytes?)
+  compare.py typediff A.gguf B.gguf    (does every tensor have the same type in both?)
+  compare.py typelist MODEL.gguf BASE  (matrix types per layer role, compact)
   compare.py tokcheck LLAMA_LOGITS MODEL.gguf tokenizer_check.json [EXTRA LLAMA_LOGITS ARGS]
 """
 import array
@@ -23,8 +25,8 @@ import sys
 
 # ggml type ids (ggml.h) -> names, for the ones these files can hold.
 GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 10: "q2_K",
-              11: "q3_K", 12: "q4_K", 13: "q5_K", 14: "q6_K", 15: "q8_K", 30: "bf16", 34: "tq1_0",
-              35: "tq2_0"}
+              11: "q3_K", 12: "q4_K", 13: "q5_K", 14: "q6_K", 15: "q8_K", 20: "iq4_nl", 23: "iq4_xs", 30: "bf16",
+              34: "tq1_0", 35: "tq2_0", 39: "mxfp4"}
 
 
 def load(path, n_vocab):
@@ -97,7 +99,7 @@ def cmd_pair(argv):
 GGML_BLOCKS = {"f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q4_0": (18, 32), "q4_1": (20, 32),
                "q5_0": (22, 32), "q5_1": (24, 32), "q8_0": (34, 32), "q2_K": (84, 256), "q3_K": (110, 256),
                "q4_K": (144, 256), "q5_K": (176, 256), "q6_K": (210, 256), "q8_K": (292, 256),
-               "tq1_0": (54, 256), "tq2_0": (66, 256)}
+               "tq1_0": (54, 256), "tq2_0": (66, 256), "iq4_nl": (18, 32), "iq4_xs": (136, 256), "mxfp4": (17, 32)}
 
 
 def gguf_read(path):
@@ -174,6 +176,37 @@ def cmd_bytes(argv):
           (f", {len(skipped)} not comparable (type/shape/absent)" if skipped else ""))
 
 
+def cmd_typediff(argv):
+    """Do two GGUF files give every tensor the same type? (a quantizer's plan against another's)"""
+    (ta, _), (tb, _) = gguf_read(argv[0]), gguf_read(argv[1])
+    diff = [f"{n} ({t} / {tb[n][0] if n in tb else 'absent'})" for n, (t, _, _, _) in sorted(ta.items())
+            if n not in tb or tb[n][0] != t]
+    print(f"all {len(ta)} the same" if not diff else f"{len(diff)} of {len(ta)} differ: {', '.join(diff[:6])}")
+
+
+def cmd_typelist(argv):
+    """Matrix types in a compact form: 'name=type' outside the layers, then per layer role the
+    types of layers 0.. ('-' for BASE), roles all BASE left out (test_quant_files.c's form)."""
+    tensors, _ = gguf_read(argv[0])
+    base = argv[1]
+    other, roles = [], {}
+    for name, (t, shape, _, _) in tensors.items():
+        if len(shape) < 2:
+            continue
+        short = name[:-len(".weight")] if name.endswith(".weight") else name
+        if short.startswith("blk."):
+            _, layer, role = short.split(".", 2)
+            roles.setdefault(role, {})[int(layer)] = t
+        else:
+            other.append(f"{short}={t}")
+    out = sorted(other)
+    for role in sorted(roles):
+        seq = [roles[role][k] for k in sorted(roles[role])]
+        if any(t != base for t in seq):
+            out.append(f"{role}=" + ",".join("-" if t == base else t for t in seq))
+    print(" ".join(out))
+
+
 def cmd_tokcheck(argv):
     tool, model, check, extra = argv[0], argv[1], argv[2], argv[3:]
     samples = json.load(open(check))["samples"]
@@ -210,6 +243,10 @@ def main():
         cmd_bytes(argv)
     elif cmd == "types" and len(argv) == 1:
         cmd_types(argv)
+    elif cmd == "typediff" and len(argv) == 2:
+        cmd_typediff(argv)
+    elif cmd == "typelist" and len(argv) == 2:
+        cmd_typelist(argv)
     elif cmd == "tokcheck" and len(argv) >= 3:
         sys.exit(cmd_tokcheck(argv))
     else:
