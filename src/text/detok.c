@@ -9,9 +9,12 @@
  *     space the encoder prepended dropped from the first piece).
  *   Either way the result is valid UTF-8: ill-formed byte sequences become U+FFFD, one per
  *   maximal ill-formed subpart (Rust's String::from_utf8_lossy, which Hugging Face uses).
- * Streaming follows Hugging Face's DecodeStream: decode the ids since the last emitted chunk,
- * emit what extends the previous text unless it ends in U+FFFD (an incomplete character), so a
- * chunk never ends inside a UTF-8 character and the chunks add up to the full decode.
+ * Streaming decodes the ids since the last chunk as a continuation of the text (first-token rules
+ * such as Metaspace's dropped space or Strip's start apply only at the true start) and emits them
+ * once they do not end in U+FFFD (an incomplete character): a chunk never ends inside a UTF-8
+ * character and the chunks add up to the full decode (two documented exceptions: a Strip that
+ * cuts the end of the text, and a ByteFallback run mixing valid and invalid bytes, which the full
+ * decode replaces whole).
  * Does not own: token texts and pieces (tokenizer.c).
  *
  * Scratch: ob_tokenizer_decode allocates per call; a streaming decoder keeps its buffers and its
@@ -184,7 +187,7 @@ static int tl_put(tlist *l, const char *s, size_t n) {
 
 static const char *tl_get(const tlist *l, size_t i, size_t *n) {
     *n = l->len[i];
-    return l->text.p + l->off[i];
+    return l->text.p ? l->text.p + l->off[i] : "";
 }
 
 /* Appends s to o with ill-formed subsequences replaced by U+FFFD (maximal subparts). */
@@ -236,8 +239,11 @@ static int cleanup(tlist *o, const char *s, size_t n, ob_strbuf *t1, ob_strbuf *
     return tl_put(o, t1->p ? t1->p : "", t1->n);
 }
 
+/* at_start: the list begins at the first token of the text (a streaming window that does not is
+ * decoded as the continuation it is: no first-token rules). joined: an earlier step (Fuse,
+ * ByteLevel) made the list one string, so Strip's start is the text's start. */
 static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, tlist *o, ob_strbuf *t1, ob_strbuf *t2,
-                    void *md) {
+                    void *md, int at_start, int joined) {
     size_t n;
     o->n = 0;
     o->text.n = 0;
@@ -297,7 +303,7 @@ static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, t
             for (size_t k = 0; k < n;) {
                 size_t l = ob_utf8_len((const unsigned char *)s + k, n - k);
                 if (l == st->a_len && memcmp(s + k, st->a, l) == 0) {
-                    if (!(i == 0 && st->x) && tl_put(o, " ", 1)) return -1;
+                    if (!(i == 0 && st->x && at_start) && tl_put(o, " ", 1)) return -1;
                 } else if (tl_put(o, s + k, l)) return -1;
                 k += l;
             }
@@ -317,7 +323,7 @@ static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, t
         case D_STRIP: {
             /* at most x leading and y trailing characters equal to the content character */
             size_t a = 0, b = n;
-            for (int q = 0; q < st->x && b - a >= st->a_len && memcmp(s + a, st->a, st->a_len) == 0; q++) a += st->a_len;
+            for (int q = 0; q < st->x && (at_start || !joined) && b - a >= st->a_len && memcmp(s + a, st->a, st->a_len) == 0; q++) a += st->a_len;
             for (int q = 0; q < st->y && b - a >= st->a_len && memcmp(s + b - st->a_len, st->a, st->a_len) == 0; q++)
                 b -= st->a_len;
             if (tl_put(o, s + a, b - a)) return -1;
@@ -325,7 +331,7 @@ static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, t
         }
         case D_WORDPIECE: {
             t2->n = 0;
-            if (i != 0) {
+            if (i != 0 || !at_start) {
                 if (is_prefix(s, n, st->a, st->a_len)) { s += st->a_len; n -= st->a_len; }
                 else if (ob_strbuf_put(t2, " ", 1)) return -1;
             }
@@ -368,14 +374,15 @@ static void ds_free(dscratch *d) {
     if (d->md) ob_regex_md_free(d->md);
 }
 
-/* The full decode of ids into out (replaced). */
+/* The decode of ids into out (replaced); at_start: ids begin the text (see step_run). Sets
+ * *kept (when not NULL) to whether any id made it into the token list. */
 static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, ob_strbuf *out,
-                       dscratch *d) {
+                       dscratch *d, int at_start, int *kept) {
     out->n = 0;
     tlist *cur = &d->a, *nxt = &d->b;
     cur->n = 0;
     cur->text.n = 0;
-    int first = 1;
+    int first = at_start;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_vocab) continue;
@@ -395,10 +402,14 @@ static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, in
             if (tl_put(cur, p, l)) return -1;
         }
     }
+    if (kept) *kept = cur->n > 0;
     if (t->hf && t->decoder) {
         if (!d->md && !(d->md = ob_regex_md_new())) return -1;
+        int joined = 0;
         for (int k = 0; k < t->decoder->n; k++) {
-            if (step_run(t, &t->decoder->step[k], cur, nxt, &d->t1, &d->t2, d->md)) return -1;
+            const dstep *st = &t->decoder->step[k];
+            if (step_run(t, st, cur, nxt, &d->t1, &d->t2, d->md, at_start, joined)) return -1;
+            joined |= st->kind == D_FUSE || st->kind == D_BYTELEVEL;
             tlist *x = cur; cur = nxt; nxt = x;
         }
     }
@@ -410,7 +421,7 @@ static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, in
     for (size_t i = 0; i < cur->n; i++) {
         size_t l;
         const char *s = tl_get(cur, i, &l);
-        if (i && t->hf && !t->decoder && ob_strbuf_put(&d->t1, " ", 1)) return -1;
+        if ((i || !at_start) && t->hf && !t->decoder && ob_strbuf_put(&d->t1, " ", 1)) return -1;
         if (ob_strbuf_put(&d->t1, s, l)) return -1;
     }
     if (put_lossy(nxt, d->t1.p ? d->t1.p : "", d->t1.n)) return -1;
@@ -421,7 +432,7 @@ int ob_tokenizer_decode(const ob_tokenizer_t *t, const int32_t *ids, int n, int 
     if (!t || n < 0 || (!ids && n) || (!buf && buflen > 0)) return -1;
     dscratch d = {0};
     ob_strbuf out = {0};
-    int rc = decode_into(t, ids, (size_t)n, skip_special, &out, &d);
+    int rc = decode_into(t, ids, (size_t)n, skip_special, &out, &d, 1, NULL);
     ds_free(&d);
     if (rc || out.n > INT_MAX) { ob_strbuf_free(&out); return -1; }
     if (buflen > 0 && out.n) memcpy(buf, out.p, out.n < (size_t)buflen ? out.n : (size_t)buflen);
@@ -432,12 +443,17 @@ int ob_tokenizer_decode(const ob_tokenizer_t *t, const int32_t *ids, int n, int 
 
 /* ---- streaming ---------------------------------------------------------------------------- */
 
+/* The window holds the ids since the last chunk. Their decode, as a continuation of what was
+ * emitted (at_start only until a token made it into a chunk), is the next chunk once it is
+ * non-empty and does not end in U+FFFD (bytes of a character still to come). A chunk always
+ * ends at a whole character, so the next window starts on a clean byte boundary. */
 struct ob_detok {
     const ob_tokenizer_t *t;
     int skip_special;
+    int at_start;
     int32_t ids[OB_DETOK_WINDOW];
-    size_t n_ids, prefix_index;
-    ob_strbuf prefix, cur, chunk;
+    size_t n_ids;
+    ob_strbuf chunk;
     dscratch d;
 };
 
@@ -447,12 +463,13 @@ ob_detok_t *ob_detok_new(const ob_tokenizer_t *t, int skip_special) {
     if (!s) return NULL;
     s->t = t;
     s->skip_special = skip_special;
+    s->at_start = 1;
     return s;
 }
 
 void ob_detok_free(ob_detok_t *s) {
     if (!s) return;
-    ob_strbuf_free(&s->prefix); ob_strbuf_free(&s->cur); ob_strbuf_free(&s->chunk);
+    ob_strbuf_free(&s->chunk);
     ds_free(&s->d);
     free(s);
 }
@@ -461,62 +478,30 @@ static int ends_incomplete(const ob_strbuf *b) {
     return b->n >= 3 && memcmp(b->p + b->n - 3, "\xEF\xBF\xBD", 3) == 0;
 }
 
-/* Emits cur[prefix.n..] as the chunk and restarts the window at prefix_index. */
-static int emit_chunk(ob_detok_t *s) {
-    s->chunk.n = 0;
-    if (ob_strbuf_put(&s->chunk, s->cur.p + s->prefix.n, s->cur.n - s->prefix.n)) return -1;
-    size_t keep = s->n_ids - s->prefix_index;
-    memmove(s->ids, s->ids + s->prefix_index, keep * sizeof *s->ids);
-    s->n_ids = keep;
-    s->prefix_index = keep;
-    return decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->prefix, &s->d);
-}
-
 const char *ob_detok_push(ob_detok_t *s, int32_t id, size_t *len) {
     *len = 0;
     if (!s) return NULL;
-    s->chunk.n = 0;
-    if (s->prefix.n == 0 && s->n_ids) {
-        if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
-        if (!ends_incomplete(&s->cur)) {
-            s->prefix.n = 0;
-            if (ob_strbuf_put(&s->prefix, s->cur.p, s->cur.n)) return NULL;
-            s->prefix_index = s->n_ids;
-        }
-    }
-    if (s->n_ids == OB_DETOK_WINDOW) {
-        /* a run of incomplete characters longer than the window: give up on it (as U+FFFD) */
-        if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
-        if (s->cur.n < s->prefix.n) s->cur.n = s->prefix.n;
-        s->prefix_index = s->n_ids;
-        if (emit_chunk(s)) return NULL;
-        s->n_ids = 0;
-        s->prefix_index = 0;
-        s->prefix.n = 0;
-        size_t keep = s->chunk.n;
-        s->ids[s->n_ids++] = id;
-        *len = keep;
+    s->ids[s->n_ids++] = id;
+    int kept = 0;
+    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, &kept)) return NULL;
+    /* a full window gives up waiting for the rest of a character (it stays U+FFFD) */
+    if (s->chunk.n == 0 || (ends_incomplete(&s->chunk) && s->n_ids < OB_DETOK_WINDOW)) {
+        if (s->n_ids == OB_DETOK_WINDOW) s->n_ids = 0, s->at_start &= !kept;   /* decoded to nothing */
+        s->chunk.n = 0;
         return s->chunk.p ? s->chunk.p : "";
     }
-    s->ids[s->n_ids++] = id;
-    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
-    if (s->cur.n > s->prefix.n && !ends_incomplete(&s->cur) && memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) == 0) {
-        if (emit_chunk(s)) return NULL;
-        *len = s->chunk.n;
-    }
-    return s->chunk.p ? s->chunk.p : "";
+    s->n_ids = 0;
+    s->at_start &= !kept;
+    *len = s->chunk.n;
+    return s->chunk.p;
 }
 
 const char *ob_detok_flush(ob_detok_t *s, size_t *len) {
     *len = 0;
     if (!s) return NULL;
-    s->chunk.n = 0;
-    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->cur, &s->d)) return NULL;
-    if (s->cur.n > s->prefix.n && memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) == 0 &&
-        ob_strbuf_put(&s->chunk, s->cur.p + s->prefix.n, s->cur.n - s->prefix.n))
-        return NULL;
-    s->n_ids = s->prefix_index = 0;
-    s->prefix.n = 0;
+    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, NULL)) return NULL;
+    s->n_ids = 0;
+    s->at_start = 1;
     *len = s->chunk.n;
     return s->chunk.p ? s->chunk.p : "";
 }

@@ -5,8 +5,9 @@
  * ob_tokenizer_from_json; when it builds, the text (or a few fixed ones) is encoded with and
  * without special tokens, the ids are decoded (with and without skip_special) and streamed, and
  * ids made from the input bytes (in range or not) are decoded too. Checked: no crash, hang, leak or
- * sanitizer report; a refused file always comes with an error message; streaming adds up to the
- * full decode; decoding yields valid UTF-8.
+ * sanitizer report; a refused file always comes with an error message; decoding yields valid
+ * UTF-8; streaming adds up to the full decode whenever that has no U+FFFD (detok.c names the two
+ * decoder corners where Hugging Face's full decode replaces more than a stream can know).
  *
  * Build and run (docs/tokenizers.md has the last result):
  *   make build/fuzz/fuzz_tokenizer_json
@@ -45,6 +46,7 @@ static void exercise(const ob_tokenizer_t *t, const char *text, size_t len) {
             int dl = ob_tokenizer_decode(t, ids, n, skip, buf, (int)sizeof buf);
             if (dl < 0) continue;
             if (dl <= (int)sizeof buf && !valid_utf8(buf, dl)) abort();
+            int exact = dl <= (int)sizeof buf && !memmem(buf, (size_t)dl, "\xEF\xBF\xBD", 3);
             ob_detok_t *d = ob_detok_new(t, skip);
             if (!d) continue;
             size_t al = 0, cl;
@@ -52,11 +54,12 @@ static void exercise(const ob_tokenizer_t *t, const char *text, size_t len) {
             for (int i = 0; i < n && ok; i++) {
                 const char *c = ob_detok_push(d, ids[i], &cl);
                 if (!c) { ok = 0; break; }
-                if (dl <= (int)sizeof buf && (al + cl > (size_t)dl || memcmp(buf + al, c, cl) != 0)) abort();
+                if (!valid_utf8(c, (int)cl)) abort();
+                if (exact && (al + cl > (size_t)dl || memcmp(buf + al, c, cl) != 0)) abort();
                 al += cl;
             }
             const char *c = ok ? ob_detok_flush(d, &cl) : NULL;
-            if (c && dl <= (int)sizeof buf && (al + cl != (size_t)dl || memcmp(buf + al, c, cl) != 0)) abort();
+            if (c && exact && (al + cl != (size_t)dl || memcmp(buf + al, c, cl) != 0)) abort();
             ob_detok_free(d);
         }
     }
