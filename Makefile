@@ -54,6 +54,8 @@ $(BUILD)/obj/src/backend/cpu/kernels_avx2.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi
 $(BUILD)/obj/src/backend/cpu/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavxvnni
 $(BUILD)/obj/src/backend/cpu/kernels_avx512.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
 	-mavx512dq -mavx512vnni
+$(BUILD)/obj/src/backend/cpu/kernels_amx.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
+	-mavx512dq -mavx512vnni -mamx-tile -mamx-int8
 endif
 
 $(BUILD)/obj/%.o: %.c

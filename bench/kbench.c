@@ -9,7 +9,7 @@
  *   make build/kbench   (or: cc -O2 -Isrc -Iinclude bench/kbench.c build/lib1bit.a -lm -pthread)
  *   build/kbench TYPE N_IN N_OUT N_TOKENS [-t threads] [-r reps] [-k kernels] [-ref]
  *   e.g. build/kbench tq2_0 2560 6912 1      build/kbench q4_0 2048 8192 64 -t 2
- * -k scalar|avx2|avx-vnni|avx512 forces a table (default: the best this CPU runs).
+ * -k scalar|avx2|avx-vnni|avx512|avx512-amx forces a table (default: the best this CPU runs).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -54,8 +54,9 @@ int main(int argc, char **argv) {
     }
     const ob_kernels *kt = NULL;
     if (kname) {
-        const ob_kernels *all[] = {ob_kernels_scalar(), ob_kernels_avx2(), ob_kernels_avxvnni(), ob_kernels_avx512()};
-        for (int i = 0; i < 4; i++)
+        const ob_kernels *all[] = {ob_kernels_scalar(), ob_kernels_avx2(), ob_kernels_avxvnni(), ob_kernels_avx512(),
+                                   ob_kernels_amx()};
+        for (int i = 0; i < 5; i++)
             if (all[i] && !strcmp(all[i]->name, kname)) kt = all[i];
         if (!kt) { fprintf(stderr, "kbench: table %s not available here\n", kname); return 2; }
     }

@@ -100,10 +100,10 @@ static void make_acts(float *x, int n, int64_t k, int on_grid, uint64_t *rs) {
     }
 }
 
-static int tables(const ob_kernels *out[4]) {
+static int tables(const ob_kernels *out[5]) {
     int n = 0;
-    const ob_kernels *all[] = {ob_kernels_avx2(), ob_kernels_avxvnni(), ob_kernels_avx512()};
-    for (int i = 0; i < 3; i++)
+    const ob_kernels *all[] = {ob_kernels_avx2(), ob_kernels_avxvnni(), ob_kernels_avx512(), ob_kernels_amx()};
+    for (int i = 0; i < 4; i++)
         if (all[i]) out[n++] = all[i];
     return n;
 }
@@ -149,7 +149,7 @@ static void test_decoders(uint64_t *rs) {
 /* ---- activation quantizer -------------------------------------------------------------------- */
 
 static void test_quant(uint64_t *rs) {
-    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
     int ns = tables(simd);
     static const int fmts[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_Q4_K, OB_TYPE_Q6_K};
     for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
@@ -199,23 +199,30 @@ static void test_quant(uint64_t *rs) {
 static int run_gemm(const ob_kernels *kt, const ob_weight *w, const ob_q8act *a, int n, float *y) {
     const ob_kfmt *f = ob_kfmt_get(w->type);
     size_t pb = ob_panel_bytes(w->n_in, kt->R, f);
-    void *pm = amalloc(pb);
-    ob_panel p;
-    ob_panel_init(&p, pm, w->n_in, kt->R, f);
-    for (int64_t r = 0; r < w->n_out; r += kt->R) {
-        p.nr = (int)(w->n_out - r < kt->R ? w->n_out - r : kt->R);
-        kt->pack[w->type](w, r, &p);
-        /* two token ranges, to exercise every tile width */
-        int mid = n / 2;
-        kt->gemm(f, &p, a, 0, mid, y + r, w->n_out);
-        kt->gemm(f, &p, a, mid, n, y + (size_t)mid * w->n_out + r, w->n_out);
+    int np = (int)((w->n_out + kt->R - 1) / kt->R);
+    uint8_t *pm = amalloc(pb * (size_t)np);
+    ob_panel p[8];
+    for (int i = 0; i < np && i < 8; i++) {
+        ob_panel_init(&p[i], pm + pb * (size_t)i, w->n_in, kt->R, f);
+        p[i].nr = (int)(w->n_out - (int64_t)i * kt->R < kt->R ? w->n_out - (int64_t)i * kt->R : kt->R);
+        kt->pack[w->type](w, (int64_t)i * kt->R, &p[i]);
+    }
+    int mid = n / 2; /* two token ranges, to exercise every tile width */
+    for (int r = 0; r < 2; r++) {
+        int t0 = r ? mid : 0, t1 = r ? n : mid;
+        float *yt = y + (size_t)t0 * w->n_out;
+        if (kt->gemm_np && r == 1) {
+            kt->gemm_np(f, p, np, a, t0, t1, yt, w->n_out);
+        } else {
+            for (int i = 0; i < np; i++) kt->gemm(f, &p[i], a, t0, t1, yt + (size_t)i * kt->R, w->n_out);
+        }
     }
     free(pm);
     return 0;
 }
 
 static void test_int_matmul(uint64_t *rs) {
-    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
     int ns = tables(simd);
     int n_cases = 0, n_bad_ref = 0, n_bad_gemm = 0, n_bad_simd = 0;
     for (int ti = 0; ti < N_ITYPES; ti++) {
@@ -227,7 +234,7 @@ static void test_int_matmul(uint64_t *rs) {
             int64_t n_in = nblk * bs;
             static const int64_t outs[] = {1, 7, 16, 17, 33, 40};
             int64_t n_out = outs[rep];
-            int n = 1 + (int)(rnext(rs) % 13);
+            int n = rep < 4 ? 1 + (int)(rnext(rs) % 13) : 32 + (int)(rnext(rs) % 24); /* AMX: groups of 16 */
             int bytes = rep & 1, on_grid = rep % 3 == 2;
             float *deq = malloc((size_t)(n_in * n_out) * sizeof(float));
             ob_weight w;
@@ -303,7 +310,7 @@ static void test_int_matmul(uint64_t *rs) {
 /* ---- float matmul ---------------------------------------------------------------------------- */
 
 static void test_float_matmul(uint64_t *rs) {
-    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
     int ns = tables(simd);
     static const int ftypes[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_BF16};
     int bad_ref = 0, bad_simd = 0;
@@ -347,7 +354,7 @@ static void test_float_matmul(uint64_t *rs) {
 /* ---- attention helpers ----------------------------------------------------------------------- */
 
 static void test_helpers(uint64_t *rs) {
-    const ob_kernels *sc = ob_kernels_scalar(), *simd[4];
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
     int ns = tables(simd);
     for (int rep = 0; rep < 5; rep++) {
         int64_t n = 1 + (int64_t)(rnext(rs) % 200);
@@ -390,7 +397,7 @@ static void test_helpers(uint64_t *rs) {
 
 OB_SUITE(kernels) {
     uint64_t rs = 0x243F6A8885A308D3ull;
-    const ob_kernels *simd[4];
+    const ob_kernels *simd[5];
     int ns = tables(simd);
     if (ob_test_verbose) {
         fprintf(stderr, "  kernels: scalar");

@@ -127,7 +127,10 @@ static void int_task(void *ctx, int ith, int nth) {
         }
         for (int t0 = 0; t0 < j->n; t0 += j->tok_block) {
             int t1 = t0 + j->tok_block < j->n ? t0 + j->tok_block : j->n;
-            for (int i = 0; i < np; i++) kt->gemm(j->f, &p[i], &j->a, t0, t1, j->y + (int64_t)t0 * n_out + r0 + (int64_t)i * kt->R, n_out);
+            float *yt = j->y + (int64_t)t0 * n_out + r0;
+            if (kt->gemm_np) kt->gemm_np(j->f, p, np, &j->a, t0, t1, yt, n_out);
+            else
+                for (int i = 0; i < np; i++) kt->gemm(j->f, &p[i], &j->a, t0, t1, yt + (int64_t)i * kt->R, n_out);
         }
     }
 }

@@ -104,6 +104,9 @@ typedef struct {
 
     /* y[(t - t0) * ldy + r] for the panel's rows r < p->nr and tokens [t0, t1) of a. */
     void (*gemm)(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy);
+    /* The same for np panels of consecutive rows (panel i's rows at y + i * R), or NULL: then the
+     * driver calls gemm per panel. For kernels that keep several panels' tiles in flight. */
+    void (*gemm_np)(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy);
 
     /* Float weights (f32, f16, bf16): y[t * ldy + r - r0] = dot(row r, x[t]) for rows [r0, r1)
      * and tokens [0, n) (x rows of w->n_in floats). wbuf: scratch of OB_KWBUF(n_in) floats. */
@@ -124,14 +127,16 @@ const ob_kernels *ob_kernels_scalar(void);
 const ob_kernels *ob_kernels_avx2(void);
 const ob_kernels *ob_kernels_avxvnni(void);
 const ob_kernels *ob_kernels_avx512(void);
+const ob_kernels *ob_kernels_amx(void);   /* AVX-512 with AMX-INT8 prompt kernels */
 
 /* The tables as compiled, without the CPU check (NULL where this build lacks them). */
 const ob_kernels *ob_kernels_avx2_table(void);
 const ob_kernels *ob_kernels_avxvnni_table(void);
 const ob_kernels *ob_kernels_avx512_table(void);
+const ob_kernels *ob_kernels_amx_table(void);
 
 /* The best table this CPU runs, or the one OB_CPU_KERNELS names ("scalar", "avx2",
- * "avx-vnni", "avx512") when set and runnable here. */
+ * "avx-vnni", "avx512", "avx512-amx") when set and runnable here. */
 const ob_kernels *ob_kernels_best(void);
 
 /* ---- shared by the kernel files (kernels_common.c) ------------------------------------- */

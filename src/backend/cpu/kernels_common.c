@@ -11,6 +11,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "backend/cpu/kernels.h"
 #include "format/quant.h"
@@ -258,7 +262,7 @@ static int cpu_has(const char *const *feat) {
 #define F(name) else if (!strcmp(*feat, name)) ok = __builtin_cpu_supports(name)
         if (0) {}
         F("avx2"); F("fma"); F("f16c"); F("avx512f"); F("avx512bw"); F("avx512vl"); F("avx512dq"); F("avx512vnni");
-        F("avxvnni");
+        F("avxvnni"); F("amx-tile"); F("amx-int8");
 #undef F
         if (!ok) return 0;
     }
@@ -290,9 +294,22 @@ const ob_kernels *ob_kernels_avx512(void) {
     return NULL;
 }
 
+/* AMX needs the kernel's permission for the tile state (Linux 5.16+), asked once per process. */
+const ob_kernels *ob_kernels_amx(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    static const char *const need[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni",
+                                       "amx-tile", "amx-int8", NULL};
+    static int granted = -1; /* racing first calls both ask; the answer is the same */
+    if (!cpu_has(need) || !ob_kernels_amx_table()) return NULL;
+    if (granted < 0) granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+    if (granted) return ob_kernels_amx_table();
+#endif
+    return NULL;
+}
+
 const ob_kernels *ob_kernels_best(void) {
     const char *want = getenv("OB_CPU_KERNELS");
-    const ob_kernels *all[] = {ob_kernels_avx512(), ob_kernels_avxvnni(), ob_kernels_avx2(), ob_kernels_scalar()};
+    const ob_kernels *all[] = {ob_kernels_amx(), ob_kernels_avx512(), ob_kernels_avxvnni(), ob_kernels_avx2(), ob_kernels_scalar()};
     for (size_t i = 0; want && *want && i < sizeof all / sizeof all[0]; i++)
         if (all[i] && strcmp(all[i]->name, want) == 0) return all[i];
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

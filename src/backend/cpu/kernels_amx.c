@@ -1,0 +1,198 @@
+/* kernels_amx.c — AMX-INT8 prompt kernels (Sapphire Rapids and later): the AVX-512 table with
+ * its GEMM done by tile multiplies. Built with -mamx-tile -mamx-int8 and the AVX-512 flags, used
+ * only when the CPU has AMX and Linux granted the tile state (kernels_common.c asks for it).
+ *
+ * Owns: gemm for groups of 16 tokens. A packed panel (16 weight rows, four codes per row per
+ * 64-byte line) is exactly AMX's B-tile layout, and 16 tokens' int8 activations are an A tile,
+ * so one TDPBSUD (s8 activations x u8 codes) computes a 16 tokens x 16 rows block of integer
+ * sums over up to 64 elements. Each block's (or sub-block's) sums are stored and finished with
+ * AVX-512 exactly as kernels.h's formula says, so results are bit-identical to every other table;
+ * the remaining tokens (fewer than 16) go through the AVX-512 VNNI tiles.
+ * Does not own: decode kernels, packing and everything else (the AVX-512 table's).
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+
+#if defined(__x86_64__) && defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+
+typedef struct {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* Tiles: 0-3 = C (16 tokens x 16 rows int32; C[2g + j] for token group g, panel j), 4-5 = A
+ * (16 tokens x kc bytes, group g), 6-7 = B (kc/4 lines of 64 bytes, panel j). Four independent
+ * accumulators keep the tile unit busy: one TDPBSUD's latency is several times its issue rate. */
+static void configure(int kc) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 4; i++) c.rows[i] = 16, c.colsb[i] = 64;
+    for (int i = 4; i < 6; i++) c.rows[i] = 16, c.colsb[i] = (uint16_t)kc;
+    for (int i = 6; i < 8; i++) c.rows[i] = (uint8_t)(kc / 4), c.colsb[i] = 64;
+    /* not _tile_loadconfig: GCC 12's macro tells the compiler only 8 bytes are read, and -O2 then
+     * drops the stores that fill the rest of the configuration */
+    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+}
+
+INLINE __m512 kstep(__m512 acc, __m512i isum, __m512 dw, float da) {
+    return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(isum), dw), _mm512_set1_ps(da), acc);
+}
+
+/* Integer sums over elements [kk, kk + n) for TG groups of 16 tokens from t and PN panels into
+ * cbuf[2g + j][16 tokens][16 rows]. */
+INLINE void tile_sums(const int TG, const int PN, const ob_panel *p, const ob_q8act *a, int t, int64_t kk, int n,
+                      const int kc, int32_t (*cbuf)[256]) {
+    const int8_t *a0 = a->qs + (size_t)t * a->k + kk, *a1 = a0 + (size_t)16 * a->k;
+    _tile_zero(0);
+    if (PN > 1) _tile_zero(1);
+    if (TG > 1) _tile_zero(2);
+    if (TG > 1 && PN > 1) _tile_zero(3);
+    for (int c = 0; c < n; c += kc) {
+        _tile_loadd(4, a0 + c, a->k);
+        if (TG > 1) _tile_loadd(5, a1 + c, a->k);
+        _tile_loadd(6, p[0].codes + (kk + c) * 16, 64);
+        if (PN > 1) _tile_loadd(7, p[1].codes + (kk + c) * 16, 64);
+        _tile_dpbsud(0, 4, 6);
+        if (PN > 1) _tile_dpbsud(1, 4, 7);
+        if (TG > 1) _tile_dpbsud(2, 5, 6);
+        if (TG > 1 && PN > 1) _tile_dpbsud(3, 5, 7);
+    }
+    _tile_stored(0, cbuf[0], 64);
+    if (PN > 1) _tile_stored(1, cbuf[1], 64);
+    if (TG > 1) _tile_stored(2, cbuf[2], 64);
+    if (TG > 1 && PN > 1) _tile_stored(3, cbuf[3], 64);
+}
+
+INLINE void block(const int QB, const int SB, const int OFF, const int SC, const int MN, const int TG, const int PN,
+                  const ob_panel *p, const ob_q8act *a, int t, float *y, int64_t ldy) {
+    const int kc = SB < 64 ? SB : 64;
+    const int64_t k = a->k, nb = k / QB, nsb = k / SB, nsub = QB / SB;
+    _Alignas(64) int32_t cbuf[4][256], ibuf[4][256];
+    _Alignas(64) float fbuf[4][256];
+    memset(fbuf, 0, sizeof fbuf);
+    for (int64_t b = 0; b < nb; b++) {
+        if (!SC) {
+            tile_sums(TG, PN, p, a, t, b * QB, QB, kc, cbuf);
+        } else {
+            for (int j = 0; j < nsub; j++) {
+                const int64_t js = b * nsub + j;
+                tile_sums(TG, PN, p, a, t, js * SB, SB, kc, cbuf);
+                for (int g = 0; g < TG; g++)
+                    for (int pn = 0; pn < PN; pn++) {
+                        const __m512i scv = _mm512_load_si512(p[pn].sc + js * 16);
+                        int32_t *cb = cbuf[2 * g + pn], *ib = ibuf[2 * g + pn];
+                        for (int m = 0; m < 16; m++) {
+                            __m512i v = _mm512_load_si512(cb + 16 * m);
+                            if (OFF) v = _mm512_add_epi32(v, _mm512_set1_epi32(a->ac[(size_t)(t + 16 * g + m) * nsb + js]));
+                            v = _mm512_mullo_epi32(v, scv);
+                            if (j) v = _mm512_add_epi32(v, _mm512_load_si512(ib + 16 * m));
+                            _mm512_store_si512(ib + 16 * m, v);
+                        }
+                    }
+            }
+        }
+        for (int g = 0; g < TG; g++)
+            for (int pn = 0; pn < PN; pn++) {
+                const int32_t *is = SC ? ibuf[2 * g + pn] : cbuf[2 * g + pn];
+                float *fb = fbuf[2 * g + pn];
+                const __m512 dw = _mm512_load_ps(p[pn].dw + b * 16);
+                for (int m = 0; m < 16; m++) {
+                    const size_t tok = (size_t)(t + 16 * g + m);
+                    __m512i v = _mm512_load_si512(is + 16 * m);
+                    if (OFF && !SC) v = _mm512_add_epi32(v, _mm512_set1_epi32(a->ac[tok * nsb + b]));
+                    __m512 f = kstep(_mm512_load_ps(fb + 16 * m), v, dw, a->d[tok * nb + b]);
+                    if (MN) {
+                        __m512i s = _mm512_setzero_si512();
+                        for (int j = 0; j < nsub; j++)
+                            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_load_si512(p[pn].mn + (b * nsub + j) * 16),
+                                                                       _mm512_set1_epi32(a->ac[tok * nsb + b * nsub + j])));
+                        f = kstep(f, s, _mm512_load_ps(p[pn].dm + b * 16), a->d[tok * nb + b]);
+                    }
+                    _mm512_store_ps(fb + 16 * m, f);
+                }
+            }
+    }
+    for (int g = 0; g < TG; g++)
+        for (int pn = 0; pn < PN; pn++) {
+            const __mmask16 sm = (__mmask16)((1u << p[pn].nr) - 1);
+            const __m512 ts = _mm512_set1_ps(p[pn].scale);
+            for (int m = 0; m < 16; m++)
+                _mm512_mask_storeu_ps(y + (int64_t)(16 * g + m) * ldy + 16 * pn, sm, _mm512_mul_ps(_mm512_load_ps(fbuf[2 * g + pn] + 16 * m), ts));
+        }
+}
+
+INLINE void run(const int QB, const int SB, const int OFF, const int SC, const int MN, const ob_kfmt *f, const ob_panel *p,
+                int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    configure(SB < 64 ? SB : 64);
+    const int tfull = t0 + (t1 - t0) / 16 * 16;
+    for (int i = 0; i < np; i += 2) {
+        float *yp = y + (int64_t)i * 16;
+        int t = t0;
+        if (np - i >= 2) {
+            for (; t + 32 <= tfull; t += 32) block(QB, SB, OFF, SC, MN, 2, 2, p + i, a, t, yp + (int64_t)(t - t0) * ldy, ldy);
+            if (t < tfull) block(QB, SB, OFF, SC, MN, 1, 2, p + i, a, t, yp + (int64_t)(t - t0) * ldy, ldy);
+        } else {
+            for (; t + 32 <= tfull; t += 32) block(QB, SB, OFF, SC, MN, 2, 1, p + i, a, t, yp + (int64_t)(t - t0) * ldy, ldy);
+            if (t < tfull) block(QB, SB, OFF, SC, MN, 1, 1, p + i, a, t, yp + (int64_t)(t - t0) * ldy, ldy);
+        }
+    }
+    if (tfull < t1) /* fewer than 16 tokens left: the VNNI tiles */
+        for (int i = 0; i < np; i++)
+            ob_kernels_avx512_table()->gemm(f, &p[i], a, tfull, t1, y + (int64_t)(tfull - t0) * ldy + (int64_t)i * 16, ldy);
+}
+
+#define RUN_FMT(NAME, QB, SB, OFF, SC, MN)                                                                   \
+    static void NAME(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, \
+                     int64_t ldy) {                                                                          \
+        run(QB, SB, OFF, SC, MN, f, p, np, a, t0, t1, y, ldy);                                               \
+    }
+
+RUN_FMT(amx_b32, 32, 32, 1, 0, 0)
+RUN_FMT(amx_b128, 128, 128, 1, 0, 0)
+RUN_FMT(amx_b256, 256, 256, 1, 0, 0)
+RUN_FMT(amx_k4, 256, 32, 0, 1, 1)
+RUN_FMT(amx_k6, 256, 16, 1, 1, 0)
+
+static void gemm_np(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    if (f->has_mn && f->sb == 32 && !f->off) amx_k4(f, p, np, a, t0, t1, y, ldy);
+    else if (f->has_sc && f->sb == 16) amx_k6(f, p, np, a, t0, t1, y, ldy);
+    else if (f->qb == 32) amx_b32(f, p, np, a, t0, t1, y, ldy);
+    else if (f->qb == 128) amx_b128(f, p, np, a, t0, t1, y, ldy);
+    else amx_b256(f, p, np, a, t0, t1, y, ldy);
+}
+
+static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    gemm_np(f, p, 1, a, t0, t1, y, ldy);
+}
+
+static ob_kernels table; /* the AVX-512 table with this gemm */
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_init(void) {
+    table = *ob_kernels_avx512_table();
+    table.name = "avx512-amx";
+    table.gemm = gemm;
+    table.gemm_np = gemm_np;
+}
+
+const ob_kernels *ob_kernels_amx_table(void) {
+    if (!ob_kernels_avx512_table()) return NULL;
+    pthread_once(&table_once, table_init);
+    return &table;
+}
+
+#else
+const ob_kernels *ob_kernels_amx_table(void) { return 0; }
+#endif
