@@ -213,10 +213,16 @@ test('without the grammar engine, constrained requests say so (501), never unenf
 });
 
 test('a prompt longer than the context gets 400 "exceeds the available context size"', async () => {
-  const long = 'word '.repeat(2000);
+  // Sized with the model's own tokenizer: a little over the context, whatever the vocabulary.
+  const nCtx = (await (await fetch(srv.url + '/props')).json()).default_generation_settings.n_ctx;
+  const count = async (text) => (await post(srv.url + '/tokenize', { content: text })).json.tokens.length;
+  const per100 = await count('word '.repeat(100));
+  const long = 'word '.repeat(Math.ceil((nCtx + 64) * 100 / per100));
+  assert.ok(await count(long) > nCtx);
   await assert.rejects(client.chat.completions.create({ messages: user(long), max_tokens: 4 }), (e) => {
     assert.equal(e.status, 400);
     assert.match(e.message, /exceeds the available context size/);
+    assert.ok(e.message.includes(String(nCtx)), e.message);
     return true;
   });
 });

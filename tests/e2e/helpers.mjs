@@ -1,8 +1,16 @@
 // helpers.mjs — start a real `1bit serve` for the end-to-end tests and talk to it.
 //
 // The served model is one variable: MODEL (OB_E2E_MODEL overrides it). By default it is the
-// tiny random-weight Qwen3 checkpoint of the golden tests converted to GGUF: its output is
-// noise, but deterministic with temperature 0 or a seed, which is what these tests check.
+// trained demo model committed at models/demo-tq2_0.gguf (23M-parameter BitNet b1.58, 8192-token
+// byte-level BPE with ChatML specials, context 512; docs/demo-model.md), given to -m by absolute
+// path as Lemonade launches llama-server. The tests assume nothing of it beyond a ChatML chat
+// template (Hermes-style tools) and a one-token "Z". They compare determinism (temperature 0
+// or a seed: whole = streamed, batched = solo), outputs forced by logit_bias or a grammar, and
+// sizes read from the server (/props, /v1/models, /tokenize), so any model runs them, e.g. the
+// tiny random-weight Qwen3 of the golden tests (ensureModel converts it when missing):
+//   OB_E2E_MODEL=tests/tmp/e2e.gguf make e2e
+// demo.test.mjs serves the demo model itself whatever MODEL is, from the file and built into
+// the binary, and checks its real text against transformers' (tests/demo/greedy.json).
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -13,10 +21,17 @@ import OpenAI from 'openai';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const BIN = process.env.OB_E2E_BIN || path.join(ROOT, 'build/1bit'); // OB_E2E_BIN: e.g. a sanitizer build
 export const TMP = path.join(ROOT, 'tests/tmp');
-export const MODEL = process.env.OB_E2E_MODEL || path.join(TMP, 'e2e.gguf');
+export const DEMO_MODEL = path.join(ROOT, 'models/demo-tq2_0.gguf');
+export const RANDOM_MODEL = path.join(TMP, 'e2e.gguf'); // tests/golden/qwen3 converted, random weights
+// A relative OB_E2E_MODEL is taken from the current directory, else from the repository root.
+const envModel = process.env.OB_E2E_MODEL;
+export const MODEL = !envModel ? DEMO_MODEL
+  : path.isAbsolute(envModel) || fs.existsSync(envModel) ? path.resolve(envModel) : path.join(ROOT, envModel);
 
+// Returns MODEL; the random-weight test model is converted on first use, any other must exist.
 export function ensureModel() {
   if (fs.existsSync(MODEL)) return MODEL;
+  if (MODEL !== RANDOM_MODEL) throw new Error(`e2e model ${MODEL} not found (OB_E2E_MODEL)`);
   fs.mkdirSync(path.dirname(MODEL), { recursive: true });
   execFileSync(BIN, ['convert', 'tests/golden/qwen3', '-o', MODEL, '--type', 'f32'], { cwd: ROOT, stdio: 'ignore' });
   return MODEL;
@@ -51,10 +66,11 @@ export async function waitHealthy(url, proc, timeoutMs = 20000) {
 }
 
 // Starts `1bit serve -m MODEL --port P ...extra`. Returns { url, port, proc, client, stderr(), stop() }.
+// model: true for MODEL, a path for that file, false for no -m (-hf, or the built-in model).
 export async function startServer(extra = [], { wait = true, env = {}, model = true } = {}) {
-  if (model) ensureModel();
+  const file = model === true ? ensureModel() : model;
   const port = await freePort();
-  const args = ['serve', ...(model ? ['-m', MODEL] : []), '--port', String(port), ...extra];
+  const args = ['serve', ...(file ? ['-m', file] : []), '--port', String(port), ...extra];
   const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let log = '';
   proc.stderr.on('data', (d) => { log += d; });

@@ -57,7 +57,7 @@ test('SIGTERM during a long stream still exits within 5 s', async () => {
   }
   const res = await fetch(url + '/v1/completions', {
     method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ prompt: 'go', stream: true, temperature: 0 }),
+    body: JSON.stringify({ prompt: 'go', stream: true, temperature: 0, ignore_eos: true }), // runs until SIGTERM
   });
   const reader = res.body.getReader();
   await reader.read();
@@ -104,8 +104,9 @@ test('an unknown flag or a bad value is an error naming it', async () => {
   r = await runServe(['-m', 'x.gguf', '--mmproj', 'v.gguf']);
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /--mmproj/);
-  r = await runServe([]);
+  r = await runServe(['-m', 'x.gguf', '-hf', 'acme/x-GGUF']); // (no model at all serves the built-in one: demo.test.mjs)
   assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /-hf/);
 });
 
 test('llama-server flags are accepted: -ngl, -ub, -t, -b, --alias, --jinja, -np', async () => {
