@@ -78,6 +78,8 @@ struct ob_sched {
     int8_t *b_want;
     int32_t *out_slot;           /* slot of each logits row */
     float *work;                 /* [n_vocab] logits after bias and filter */
+    int32_t *eog;                /* [n_eog] end-of-generation token ids (masked for ignore_eos) */
+    int n_eog;
 };
 
 static double ms_since(int64_t t0) { return (ob_time_us() - t0) / 1000.0; }
@@ -224,6 +226,10 @@ static void on_logits(ob_sched_t *s, ob_req_t *r, const float *logits) {
     const ob_tokenizer_t *tok = ob_model_tokenizer(s->m);
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof(float));
     for (int i = 0; i < r->n_bias; i++) s->work[r->bias[i].token] += r->bias[i].bias;
+    /* ignore_eos: end-of-generation tokens are never chosen (llama-server does the same), so
+     * the text goes on instead of printing end markers. */
+    if (r->ignore_eos)
+        for (int i = 0; i < s->n_eog; i++) s->work[s->eog[i]] = -INFINITY;
     if (r->filter) r->filter(r->filter_user, s->work, s->n_vocab);
     int32_t t = ob_sampler_sample(r->sampler, s->work);
     if (t < 0 || t >= s->n_vocab) t = 0;
@@ -362,7 +368,10 @@ int ob_sched_new(ob_model_t *m, const ob_sched_params *p, ob_sched_t **out, char
     s->b_want = malloc((size_t)s->n_batch);
     s->out_slot = malloc((size_t)s->n_batch * sizeof(int32_t));
     s->work = malloc((size_t)s->n_vocab * sizeof(float));
-    int ok = s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->out_slot && s->work;
+    s->eog = malloc((size_t)s->n_vocab * sizeof(int32_t));
+    for (int32_t t = 0; s->eog && t < s->n_vocab; t++)
+        if (ob_tokenizer_is_eog(ob_model_tokenizer(m), t)) s->eog[s->n_eog++] = t;
+    int ok = s->eog && s->slots && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->out_slot && s->work;
     for (int i = 0; ok && i < s->n_slots; i++) ok = (s->slots[i].cached = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
     if (ok && pthread_create(&s->thread, NULL, sched_main, s) == 0) s->thread_started = 1;
     if (!ok || !s->thread_started) {
@@ -396,6 +405,7 @@ void ob_sched_free(ob_sched_t *s) {
     free(s->b_want);
     free(s->out_slot);
     free(s->work);
+    free(s->eog);
     ob_ctx_free(s->ctx);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

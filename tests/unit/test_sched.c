@@ -142,6 +142,29 @@ OB_SUITE(sched) {
     CHECK_EQ_INT(n, 48 - 6);
     ob_req_free(r);
 
+    /* ignore_eos: end-of-generation tokens are never sampled, even when biased to the top. */
+    {
+        const ob_tokenizer_t *tok = ob_model_tokenizer(m);
+        ob_logit_bias lb = {ob_tokenizer_eos(tok), 100.0f};
+        ob_req_params ep = rp;
+        ep.max_tokens = 8;
+        ep.logit_bias = &lb;
+        ep.n_logit_bias = 1;
+        CHECK(lb.token >= 0);
+        ob_req_t *er = ob_sched_submit(s, &ep, err, sizeof err);
+        int n_e = drain(er, got, &why, NULL), eog_seen = 0;
+        for (int k = 0; k < n_e; k++) eog_seen |= ob_tokenizer_is_eog(tok, got[k]);
+        CHECK_EQ_INT(n_e, 8);
+        CHECK_EQ_INT(eog_seen, 0);
+        ob_req_free(er);
+        /* Without ignore_eos the same bias ends the request at once, as a stop. */
+        ep.ignore_eos = 0;
+        er = ob_sched_submit(s, &ep, err, sizeof err);
+        CHECK_EQ_INT(drain(er, got, &why, NULL), 1);
+        CHECK_EQ_INT(why, OB_FINISH_STOP);
+        ob_req_free(er);
+    }
+
     /* A prompt longer than the context is refused with llama-server's words. */
     int32_t longp[64] = {0};
     rp.prompt = longp;
