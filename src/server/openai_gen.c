@@ -309,8 +309,10 @@ json_t *ob_gen_timings(ob_gen *g) {
 }
 
 json_t *ob_gen_usage(ob_gen *g) {
+    /* Every sampled token counts, the end-of-generation one included, as llama-server counts
+     * them: usage and timings.predicted_n agree. */
     int completion = 0;
-    for (int i = 0; i < g->n; i++) completion += g->ch[i].n_tok;
+    for (int i = 0; i < g->n; i++) completion += g->ch[i].tm.predicted_n;
     return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", g->q.n_prompt, "completion_tokens", completion,
                      "total_tokens", g->q.n_prompt + completion, "prompt_tokens_details", "cached_tokens", g->ch[0].tm.cache_n);
 }
