@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/pretok.h"
 #include "text/tokenizer_int.h"
 #include "text/unicode.h"
 
@@ -89,6 +90,11 @@ static int dadd(ob_decoder_t *d, const json_t *j, const char *where, int depth, 
         st.kind = D_METASPACE;
         const json_t *r = json_object_get(j, "replacement");
         str = json_is_string(r) ? json_string_value(r) : "\xE2\x96\x81";
+        size_t rl = strlen(str);
+        if (rl == 0 || ob_utf8_len((const unsigned char *)str, rl) != rl || (rl == 1 && (unsigned char)str[0] >= 0x80)) {
+            snprintf(err, errlen, "%s: Metaspace 'replacement' must be one character", where);
+            return -1;
+        }
         const char *sc = json_string_value(json_object_get(j, "prepend_scheme"));
         const json_t *aps = json_object_get(j, "add_prefix_space");
         st.x = sc ? strcmp(sc, "never") != 0 : !json_is_false(aps);
@@ -101,6 +107,11 @@ static int dadd(ob_decoder_t *d, const json_t *j, const char *where, int depth, 
             return -1;
         }
         str = json_string_value(c);
+        size_t cl = json_string_length(c);
+        if (cl == 0 || ob_utf8_len((const unsigned char *)str, cl) != cl || (cl == 1 && (unsigned char)str[0] >= 0x80)) {
+            snprintf(err, errlen, "%s: Strip 'content' must be one character", where);   /* a Rust char */
+            return -1;
+        }
         st.x = (int)json_integer_value(a);
         st.y = (int)json_integer_value(b);
     } else if (!strcmp(type, "WordPiece")) {

@@ -276,6 +276,8 @@ static void test_refusals(void) {
     refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\"}}}",
            "pre_tokenizer");
     refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"decoder\":{\"type\":\"CTC\"}}", "decoder type 'CTC'");
+    refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"decoder\":{\"type\":\"Strip\",\"content\":\"ab\",\"start\":1,"
+           "\"stop\":0}}", "Strip 'content'");
     refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
            "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}}", "special_tokens['<s>']");
     refuse("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"BertProcessing\",\"sep\":[\"x\",5],"
