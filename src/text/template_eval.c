@@ -60,13 +60,20 @@ static void frame_set(tp_render *r, tp_frame *f, const char *name, tv v) {
 static tv lookup(tp_frame *f, const char *name) {
     for (; f; f = f->parent)
         for (size_t i = f->n; i-- > 0;)
-            if (!strcmp(f->names[i], name)) return f->vals[i];
+            if (!strcmp(f->names[i], name)) return f->vals[i].t == TV_MISSING ? tp_undef(name, -1) : f->vals[i];
     int id = tp_func_id(name);
     if (id >= 0) {
         tv v = {.t = TV_FUNC, .fn = id};
         return v;
     }
     return tp_undef(name, -1);
+}
+
+/* A new frame with the names jinja2 starts as missing in it (template_scope.c). */
+static tp_frame *frame_start(tp_render *r, tp_frame *parent, const char *const *undef, int n) {
+    tp_frame *f = frame_new(r, parent);
+    for (int i = 0; i < n; i++) frame_set(r, f, undef[i], (tv){.t = TV_MISSING});
+    return f;
 }
 
 /* ---- arguments ------------------------------------------------------------------------- */
@@ -147,7 +154,7 @@ static tv capture(tp_render *r, tp_frame *f, const tnode *body) {
 tv tp_call_macro(tp_render *r, tp_macro *m, tp_args *a, const char *name) {
     const tnode *d = m->def;
     if (++r->depth > r->max_depth) tp_rfail(r, "macro calls nest too deeply (more than %d levels)", r->max_depth);
-    tp_frame *mf = frame_new(r, m->closure);
+    tp_frame *mf = frame_start(r, m->closure, d->undef, d->nundef);
     int np = d->n, pos = 0;
     tv *set = tp_alloc(&r->ar, ((size_t)np + 1) * sizeof *set);
     tv varargs = tp_list_new(r, 0), kwargs = tp_dict_new(r, 0);
@@ -216,7 +223,7 @@ static tv run_loop(tp_render *r, tp_frame *f, const tnode *n, tv iterable, int d
     tp_buf *saved = r->out, buf = {0};
     if (capture_out) r->out = &buf;
     if (items.u.l->n == 0) {
-        if (n->else_) exec_body(r, frame_new(r, f), n->else_);
+        if (n->else_) exec_body(r, frame_start(r, f, n->undef_else, n->nundef_else), n->else_);
     } else {
         tp_loop *lp = tp_alloc(&r->ar, sizeof *lp);
         lp->items = items.u.l;
@@ -228,7 +235,7 @@ static tv run_loop(tp_render *r, tp_frame *f, const tnode *n, tv iterable, int d
         for (size_t i = 0; i < items.u.l->n; i++) {
             tp_step(r);
             lp->i = i;
-            tp_frame *it = frame_new(r, f);
+            tp_frame *it = frame_start(r, f, n->undef, n->nundef);
             frame_set(r, it, "loop", loopv);
             assign(r, it, n->a, items.u.l->v[i]);
             if (exec_body(r, it, n->body) == FLOW_BREAK) break;
@@ -324,7 +331,9 @@ static int exec(tp_render *r, tp_frame *f, const tnode *n) {
         break;
     case NK_FOR: run_loop(r, f, n, tp_eval(r, f, n->b), 1, 0); break;
     case NK_SET: assign(r, f, n->a, tp_eval(r, f, n->b)); break;
-    case NK_SETBLOCK: assign(r, f, n->a, apply_chain(r, f, n->c, capture(r, f, n->body))); break;
+    case NK_SETBLOCK:
+        assign(r, f, n->a, apply_chain(r, f, n->c, capture(r, frame_start(r, f, n->undef, n->nundef), n->body)));
+        break;
     case NK_MACRO: frame_set(r, f, n->name, make_macro(r, n, f)); break;
     case NK_CALLBLOCK: {
         const tnode *call = n->a;
@@ -340,19 +349,19 @@ static int exec(tp_render *r, tp_frame *f, const tnode *n) {
         break;
     }
     case NK_FILTERBLOCK: {
-        tv s = apply_chain(r, f, n->c, capture(r, f, n->body));
+        tv s = apply_chain(r, f, n->c, capture(r, frame_start(r, f, n->undef, n->nundef), n->body));
         r->line = n->line;
         r->what = "filter block";
         tp_to_str(r, r->out, s);
         break;
     }
     case NK_WITH: {
-        tp_frame *wf = frame_new(r, f);
+        tp_frame *wf = frame_start(r, f, n->undef, n->nundef);
         for (int i = 0; i < n->n; i++) frame_set(r, wf, n->kw[i], tp_eval(r, f, n->v[i]));
         flow = exec_body(r, wf, n->body);
         break;
     }
-    case NK_SCOPE: exec_body(r, frame_new(r, f), n->body); break;
+    case NK_SCOPE: exec_body(r, frame_start(r, f, n->undef, n->nundef), n->body); break;
     case NK_BREAK: flow = FLOW_BREAK; break;
     case NK_CONTINUE: flow = FLOW_CONTINUE; break;
     default: tp_rfail(r, "internal error: statement kind %d", n->kind);
@@ -395,10 +404,20 @@ static tv eval_cmp(tp_render *r, tp_frame *f, const tnode *n) {
 tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
     if (++r->depth > r->max_depth) tp_rfail(r, "the template nests too deeply");
     tp_step(r);
+    if (n->fold && !r->soft_slices) {
+        r->soft_slices = 1;
+        r->depth--;
+        tv v = tp_eval(r, f, n);
+        r->soft_slices = 0;
+        return v;
+    }
     tv v;
     switch (n->kind) {
     case NK_CONST: v = n->k; break;
-    case NK_NAME: v = lookup(f, n->name); break;
+    case NK_NAME:
+        if (r->const_mode) tp_rfail(r, "not constant");
+        v = lookup(f, n->name);
+        break;
     case NK_LIST: case NK_TUPLE:
         v = tp_list_new(r, (size_t)n->n);
         for (int i = 0; i < n->n; i++) v.u.l->v[i] = tp_eval(r, f, n->v[i]);
@@ -432,7 +451,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
             for (int i = 0; i < 3; i++) p[i] = parts[i] ? tp_eval(r, f, parts[i]) : tp_none();
             r->line = n->line;
             r->what = "slice";
-            v = tp_slice(r, obj, p[0], p[1], p[2]);
+            v = tp_slice(r, obj, p[0], p[1], p[2], r->soft_slices);
         } else {
             tv key = tp_eval(r, f, n->b);
             r->line = n->line;
@@ -442,6 +461,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
         break;
     }
     case NK_CALL: {
+        if (r->const_mode) tp_rfail(r, "not constant");
         tv callee = tp_eval(r, f, n->a);
         tp_args args;
         eval_args(r, f, n, &args);
@@ -451,6 +471,7 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
         break;
     }
     case NK_FILTER: {
+        if (r->const_mode && (n->id < 0 || tp_filter_needs_context(n->id))) tp_rfail(r, "not constant");
         tv in = tp_eval(r, f, n->a);
         tp_args args;
         eval_args(r, f, n, &args);
@@ -536,6 +557,7 @@ int ob_tmpl_compile(const char *src, size_t len, ob_tmpl_t **out, char *err, siz
     size_t ntok;
     tp_token *toks = tp_lex(&t->arena, src, len, &ntok);
     t->root = tp_parse(&t->arena, toks, ntok);
+    tp_fold_constants(t->root);
     *out = t;
     return 0;
 }
@@ -563,6 +585,7 @@ int ob_tmpl_render(const ob_tmpl_t *t, const json_t *vars, const ob_tmpl_opts *o
     r->fail.err = err;
     r->fail.errlen = errlen;
     r->ar.fail = &r->fail;
+    r->ar.line = &r->line;
     r->ar.limit = o.max_memory ? o.max_memory : DEFAULT_MAX_MEMORY;
     r->max_output = o.max_output ? o.max_output : DEFAULT_MAX_OUTPUT;
     r->max_steps = o.max_steps ? o.max_steps : DEFAULT_MAX_STEPS;
@@ -582,9 +605,9 @@ int ob_tmpl_render(const ob_tmpl_t *t, const json_t *vars, const ob_tmpl_opts *o
         json_object_foreach((json_t *)vars, key, val)
             frame_set(r, r->globals, tp_strndup(&r->ar, key, strlen(key)), tp_from_json(r, val));
     }
-    exec_body(r, r->globals, t->root);
+    exec_body(r, frame_start(r, r->globals, t->root->undef, t->root->nundef), t->root);
     char *s = malloc(buf.n + 1);
-    if (!s) tp_failf(&r->fail, "template: out of memory");
+    if (!s) tp_failf(&r->fail, "line %d: out of memory", r->line);
     if (buf.n) memcpy(s, buf.p, buf.n);
     s[buf.n] = 0;
     *out = s;

@@ -12,8 +12,7 @@
  * iterators (a second pass sees nothing, they are always true, they have no length, tojson
  * refuses them) and reverse gives a reverse iterator; safe and escape give Markup strings,
  * which escape what is added to them.
- * Not reproduced: urlize, wordwrap and random (they fail with a message), pprint's line
- * wrapping of long values.
+ * Not reproduced: urlize, wordwrap and random (they fail with a message).
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +60,9 @@ static int find_name(const char *const *names, int n, const char *name) {
 }
 int tp_filter_id(const char *name) { return find_name(filter_names, F_COUNT_ALL, name); }
 int tp_test_id(const char *name) { return find_name(test_names, T_COUNT_ALL, name); }
+int tp_filter_needs_context(int id) {
+    return id == F_MAP || id == F_SELECT || id == F_REJECT || id == F_SELECTATTR || id == F_REJECTATTR || id == F_RANDOM;
+}
 const char *tp_filter_name(int id) { return id >= 0 && id < F_COUNT_ALL ? filter_names[id] : "?"; }
 const char *tp_test_name(int id) { return id >= 0 && id < T_COUNT_ALL ? test_names[id] : "?"; }
 
@@ -147,7 +149,7 @@ static void kv_sort(tp_render *r, kv *a, size_t n, int reverse) {
 
 static tv list_of(tp_render *r, tv v) {
     tv l = tp_iter_list(r, v), out = tp_list_new(r, l.u.l->n);
-    memcpy(out.u.l->v, l.u.l->v, l.u.l->n * sizeof(tv));
+    if (l.u.l->n) memcpy(out.u.l->v, l.u.l->v, l.u.l->n * sizeof(tv));
     out.u.l->n = l.u.l->n;
     return out;
 }
@@ -616,12 +618,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     }
     case F_LIST: return list_of(r, in);
     case F_MAP: return do_map(r, in, a);
-    case F_PPRINT: {
-        tp_buf b = {0};
-        tp_buf_put(r, &b, "", 0);
-        tp_repr(r, &b, in);
-        return tp_buf_str(r, &b);
-    }
+    case F_PPRINT: return tp_pprint(r, in);
     case F_REJECT: return select_reject(r, in, a, 0, 0);
     case F_REJECTATTR: return select_reject(r, in, a, 0, 1);
     case F_SELECT: return select_reject(r, in, a, 1, 0);
@@ -636,7 +633,7 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     case F_REVERSE: {
         /* a string reverses; a list, tuple, dict or view gives a reverse iterator; anything
          * else iterable is listed and reversed */
-        if (in.t == TV_STR) return tp_slice(r, in, tp_none(), tp_none(), tp_int(-1));
+        if (in.t == TV_STR) return tp_slice(r, in, tp_none(), tp_none(), tp_int(-1), 0);
         if (in.t != TV_LIST && in.t != TV_DICT && in.t != TV_ITER && in.t != TV_UNDEF)
             tp_rfail(r, "argument must be iterable");
         tv items = list_of(r, in);
@@ -732,12 +729,12 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
         int64_t leeway = want_int(r, or_default(p[3], tp_int(5)), "leeway");
         if (end.t != TV_STR) tp_rfail(r, "end must be a string");
         tv s = in;
-        if (s.t != TV_STR) tp_rfail(r, "truncate needs a string, not %s", tp_type_name(s));
         int64_t endlen = (int64_t)tp_utf8_count(end.u.s->s, end.u.s->len);
         if (length < endlen) tp_rfail(r, "expected length >= %lld, got %lld", (long long)endlen, (long long)length);
         if (leeway < 0) tp_rfail(r, "expected leeway >= 0");
         if (tp_len(r, s) <= length + leeway) return s;
-        tv head = tp_slice(r, s, tp_none(), tp_int(length - endlen), tp_none());
+        if (s.t != TV_STR) tp_rfail(r, "truncate needs a string, not %s", tp_type_name(s));
+        tv head = tp_slice(r, s, tp_none(), tp_int(length - endlen), tp_none(), 0);
         if (!tp_truthy(or_default(p[1], tp_bool(0)))) {
             tv args[2] = {tp_str_c(r, " "), tp_int(1)};
             head = str_method(r, head, "rsplit", 2, args).u.l->v[0];
@@ -855,7 +852,8 @@ int tp_apply_test(tp_render *r, int id, tv in, tp_args *a) {
     case T_ITERABLE:
         return in.t == TV_STR || in.t == TV_LIST || in.t == TV_DICT || in.t == TV_UNDEF || in.t == TV_LOOP || in.t == TV_ITER;
     case T_CALLABLE:
-        return in.t == TV_MACRO || in.t == TV_FUNC || in.t == TV_METHOD || in.t == TV_LOOP || in.t == TV_JOINER;
+        return in.t == TV_MACRO || in.t == TV_FUNC || in.t == TV_METHOD || in.t == TV_LOOP || in.t == TV_JOINER ||
+               in.t == TV_UNDEF;   /* Undefined has __call__ (it raises) */
     case T_SAMEAS:
         if (in.t != arg.t) return 0;
         if (in.t == TV_NONE || in.t == TV_UNDEF) return 1;

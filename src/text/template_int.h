@@ -36,6 +36,7 @@ typedef struct {
     tp_chunk *head;
     size_t total, limit;   /* bytes taken from malloc; limit 0 = none */
     tp_fail *fail;         /* where to jump when the limit or malloc fails */
+    const int *line;       /* the template line being evaluated, for the message (may be NULL) */
 } tp_arena;
 
 void *tp_alloc(tp_arena *a, size_t n);       /* zeroed; never NULL (jumps on failure) */
@@ -158,6 +159,7 @@ enum {
 typedef struct tnode {
     uint8_t kind;
     uint8_t op;            /* NK_BIN: OP_*; NK_TEST: negated; NK_FOR: recursive */
+    uint8_t fold;          /* an expression jinja2 evaluates when it compiles (template_fold.c) */
     uint8_t uses;          /* NK_MACRO/CALLBLOCK: 1 varargs, 2 kwargs, 4 caller referenced */
     int line;
     int id;                /* NK_FILTER / NK_TEST: builtin id */
@@ -172,6 +174,10 @@ typedef struct tnode {
                             * messages ("filter 'trim'") */
     tv k;                  /* NK_CONST, NK_TEXT */
     struct tnode *body, *else_;
+    const char **undef;    /* frame nodes: names the frame starts as missing (template_scope.c) */
+    int nundef;
+    const char **undef_else;   /* NK_FOR: the same for its else block */
+    int nundef_else;
 } tnode;
 
 struct ob_tmpl {
@@ -181,9 +187,12 @@ struct ob_tmpl {
 };
 
 tnode *tp_parse(tp_arena *a, tp_token *toks, size_t ntok);
+void tp_scope_analyze(tp_arena *a, tnode *root);
+void tp_fold_constants(tnode *root);
 
 /* ---- builtins: ids resolved at parse time ---------------------------------------------- */
 int tp_filter_id(const char *name);   /* -1 if unknown */
+int tp_filter_needs_context(int id);  /* map, select, ...: jinja2 cannot run them when compiling */
 int tp_test_id(const char *name);
 int tp_func_id(const char *name);     /* global functions: range, namespace, ... */
 const char *tp_filter_name(int id);
@@ -216,15 +225,16 @@ typedef struct tp_render {
     int64_t now;
     tp_frame *globals;
     const char *what;    /* construct being evaluated, for messages */
+    int const_mode;      /* evaluating at compile time: names and calls are not constant */
+    int soft_slices;     /* inside a folded expression: a failed slice is an Undefined */
 } tp_render;
 
 __attribute__((noreturn, format(printf, 2, 3))) void tp_rfail(tp_render *r, const char *fmt, ...);
 
 static inline int tp_is_tuple(tv v) { return v.t == TV_LIST && (v.sub == SEQ_TUPLE || v.sub == SEQ_GROUP); }
 static inline int tp_is_view(tv v) { return v.t == TV_LIST && v.sub >= SEQ_ITEMS; }
-static inline int tp_unhashable(tv v) {
-    return (v.t == TV_LIST && !tp_is_tuple(v)) || v.t == TV_DICT;
-}
+int tp_hashable(tv v);   /* Python: lists, dicts and views are not; a tuple is if its items are */
+static inline int tp_unhashable(tv v) { return !tp_hashable(v); }
 static inline int tp_is_markup(tv v) { return v.t == TV_STR && v.sub == STR_MARKUP; }
 
 /* value construction */
@@ -266,13 +276,15 @@ tv tp_iter_list(tp_render *r, tv v);            /* list(v) for iteration; fails 
 int64_t tp_len(tp_render *r, tv v);
 tv tp_getattr(tp_render *r, tv obj, const char *name);
 tv tp_getitem(tp_render *r, tv obj, tv key);
-tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step);
+/* soft: what is not sliceable, or bad indices, give an Undefined instead of an error */
+tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step, int soft);
 tv tp_binop(tp_render *r, int op, tv a, tv b);
 void tp_check_defined(tp_render *r, tv v);     /* fails with jinja2's message on Undefined */
 void tp_undef_fail(tp_render *r, tv v) __attribute__((noreturn));
 void tp_json_dump(tp_render *r, tp_buf *b, tv v, const char *indent, const char *item_sep,
                   const char *key_sep, int sort_keys, int ensure_ascii, int level);
 tv tp_percent_format(tp_render *r, tv fmt, tv args);
+tv tp_pprint(tp_render *r, tv v);               /* pprint.pformat(v) */
 
 /* evaluation (template_eval.c) */
 tv tp_eval(tp_render *r, tp_frame *f, const tnode *n);

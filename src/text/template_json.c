@@ -1,7 +1,7 @@
 /* template_json.c — JSON in and out of template values: the render variables (jansson) become
  * values, and the tojson filter writes values as Python's json.dumps does, which is what
  * transformers installs as tojson (ensure_ascii off, ", " and ": " separators, or "," and
- * ": " with an indent, keys in insertion order unless sort_keys).
+ * ": " with an indent, keys in insertion order unless sort_keys). Also pprint's layout.
  *
  * Does not own: which arguments tojson takes (template_filters.c).
  */
@@ -162,4 +162,176 @@ void tp_json_dump(tp_render *r, tp_buf *b, tv v, const char *indent, const char 
     }
     default: tp_rfail(r, "Object of type %s is not JSON serializable", tp_type_name(v));
     }
+}
+
+/* ---- pprint (the pprint filter): Python's pprint.pformat, width 80, dicts sorted ------- */
+
+/* Order of dict items for pprint: sorted keys when they compare (all strings or all numbers),
+ * else insertion order. */
+static size_t *pp_order(tp_render *r, const tp_dict *d) {
+    size_t n = d->n, *ord = tp_alloc(&r->ar, (n + 1) * sizeof *ord);
+    int all_str = 1, all_num = 1;
+    for (size_t i = 0; i < n; i++) {
+        ord[i] = i;
+        all_str &= d->k[i].t == TV_STR;
+        all_num &= d->k[i].t == TV_INT || d->k[i].t == TV_BOOL || d->k[i].t == TV_FLOAT;
+    }
+    if (!all_str && !all_num) return ord;
+    for (size_t i = 1; i < n; i++)   /* insertion sort: stable, and n is small */
+        for (size_t j = i; j > 0 && tp_cmp(r, d->k[ord[j]], d->k[ord[j - 1]], OP_LT); j--) {
+            size_t t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    return ord;
+}
+
+static void pp_repr(tp_render *r, tp_buf *b, tv v, int depth) {
+    if (depth > r->max_depth) tp_rfail(r, "value nests too deeply to print");
+    if (v.t == TV_DICT) {
+        size_t *ord = pp_order(r, v.u.d);
+        tp_buf_putc(r, b, '{');
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            if (i) tp_buf_put(r, b, ", ", 2);
+            pp_repr(r, b, v.u.d->k[ord[i]], depth + 1);
+            tp_buf_put(r, b, ": ", 2);
+            pp_repr(r, b, v.u.d->v[ord[i]], depth + 1);
+        }
+        tp_buf_putc(r, b, '}');
+    } else if (v.t == TV_LIST && (v.sub == SEQ_LIST || v.sub == SEQ_TUPLE)) {
+        tp_buf_putc(r, b, v.sub ? '(' : '[');
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) tp_buf_put(r, b, ", ", 2);
+            pp_repr(r, b, v.u.l->v[i], depth + 1);
+        }
+        if (v.sub && v.u.l->n == 1) tp_buf_putc(r, b, ',');
+        tp_buf_putc(r, b, v.sub ? ')' : ']');
+    } else {
+        tp_repr(r, b, v);
+    }
+}
+
+static int64_t cps(const char *s, size_t n) { return (int64_t)tp_utf8_count(s, n); }
+
+static void pp_format(tp_render *r, tp_buf *b, tv v, int64_t indent, int64_t allowance, int level);
+
+static void pp_items(tp_render *r, tp_buf *b, const tv *items, size_t n, int64_t indent, int64_t allowance, int level) {
+    indent += 1;
+    for (size_t i = 0; i < n; i++) {
+        if (i) {
+            tp_buf_put(r, b, ",\n", 2);
+            for (int64_t k = 0; k < indent; k++) tp_buf_putc(r, b, ' ');
+        }
+        pp_format(r, b, items[i], indent, i + 1 == n ? allowance : 1, level);
+    }
+}
+
+static void pp_str(tp_render *r, tp_buf *b, tv v, int64_t indent, int64_t allowance, int level, const char *rep, size_t replen) {
+    tp_args none = {0};
+    tp_method m = {v, "splitlines"};
+    tv keep = tp_bool(1);
+    none.n = 1;
+    none.v = &keep;
+    none.kw = (const char *[]){NULL};
+    tv lines = tp_call_method(r, &m, &none);
+    if (level == 1) { indent += 1; allowance += 1; }
+    int64_t max1 = 80 - indent, max2base = 80 - indent;
+    tv chunks = tp_list_new(r, 0);
+    for (size_t i = 0; i < lines.u.l->n; i++) {
+        tv line = lines.u.l->v[i];
+        tp_buf rb = {0};
+        tp_repr(r, &rb, line);
+        if (i + 1 == lines.u.l->n) max1 -= allowance;
+        if (cps(rb.p, rb.n) <= max1) { tp_list_push(r, &chunks, tp_buf_str(r, &rb)); continue; }
+        /* split into (non-space, space) runs and pack them */
+        const char *s = line.u.s->s;
+        size_t n = line.u.s->len, cur0 = 0, cur1 = 0, p = 0;
+        int64_t max2 = max2base;
+        while (p < n) {
+            size_t q = p;
+            while (q < n) { size_t j = q; if (tp_isspace(tp_utf8_next(s, n, &j))) break; q = j; }
+            while (q < n) { size_t j = q; if (!tp_isspace(tp_utf8_next(s, n, &j))) break; q = j; }
+            if (q >= n && i + 1 == lines.u.l->n) max2 -= allowance;
+            tp_buf cb = {0};
+            tp_repr(r, &cb, tp_str_n(r, s + cur0, q - cur0));
+            if (cps(cb.p, cb.n) > max2) {
+                if (cur1 > cur0) {
+                    tp_buf pb = {0};
+                    tp_repr(r, &pb, tp_str_n(r, s + cur0, cur1 - cur0));
+                    tp_list_push(r, &chunks, tp_buf_str(r, &pb));
+                }
+                cur0 = p;
+            }
+            cur1 = q;
+            p = q;
+        }
+        if (cur1 > cur0) {
+            tp_buf pb = {0};
+            tp_repr(r, &pb, tp_str_n(r, s + cur0, cur1 - cur0));
+            tp_list_push(r, &chunks, tp_buf_str(r, &pb));
+        }
+    }
+    if (chunks.u.l->n <= 1) {
+        tp_buf_put(r, b, rep, replen);
+        return;
+    }
+    if (level == 1) tp_buf_putc(r, b, '(');
+    for (size_t i = 0; i < chunks.u.l->n; i++) {
+        if (i) {
+            tp_buf_putc(r, b, '\n');
+            for (int64_t k = 0; k < indent; k++) tp_buf_putc(r, b, ' ');
+        }
+        tp_buf_put(r, b, chunks.u.l->v[i].u.s->s, chunks.u.l->v[i].u.s->len);
+    }
+    if (level == 1) tp_buf_putc(r, b, ')');
+}
+
+/* PrettyPrinter._format: the repr when it fits in what is left of the line, else the
+ * container's items one per line. */
+static void pp_format(tp_render *r, tp_buf *b, tv v, int64_t indent, int64_t allowance, int level) {
+    if (level > r->max_depth) tp_rfail(r, "value nests too deeply to print");
+    tp_step(r);
+    tp_buf rb = {0};
+    pp_repr(r, &rb, v, 0);
+    if (cps(rb.p, rb.n) <= 80 - indent - allowance) {
+        tp_buf_put(r, b, rb.p, rb.n);
+        return;
+    }
+    if (v.t == TV_DICT) {
+        size_t *ord = pp_order(r, v.u.d);
+        tp_buf_putc(r, b, '{');
+        int64_t in = indent + 1;
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            if (i) {
+                tp_buf_put(r, b, ",\n", 2);
+                for (int64_t k = 0; k < in; k++) tp_buf_putc(r, b, ' ');
+            }
+            tp_buf kb = {0};
+            pp_repr(r, &kb, v.u.d->k[ord[i]], 0);
+            tp_buf_put(r, b, kb.p, kb.n);
+            tp_buf_put(r, b, ": ", 2);
+            pp_format(r, b, v.u.d->v[ord[i]], in + cps(kb.p, kb.n) + 2, i + 1 == v.u.d->n ? allowance + 1 : 1, level + 1);
+        }
+        tp_buf_putc(r, b, '}');
+    } else if (v.t == TV_LIST && v.sub == SEQ_LIST) {
+        tp_buf_putc(r, b, '[');
+        pp_items(r, b, v.u.l->v, v.u.l->n, indent, allowance + 1, level + 1);
+        tp_buf_putc(r, b, ']');
+    } else if (v.t == TV_LIST && v.sub == SEQ_TUPLE) {
+        const char *end = v.u.l->n == 1 ? ",)" : ")";
+        tp_buf_putc(r, b, '(');
+        pp_items(r, b, v.u.l->v, v.u.l->n, indent, allowance + (int64_t)strlen(end), level + 1);
+        tp_buf_put(r, b, end, strlen(end));
+    } else if (v.t == TV_STR && v.sub != STR_MARKUP && v.u.s->len) {
+        pp_str(r, b, v, indent, allowance, level + 1, rb.p, rb.n);
+    } else {
+        tp_buf_put(r, b, rb.p, rb.n);
+    }
+}
+
+tv tp_pprint(tp_render *r, tv v) {
+    tp_buf b = {0};
+    tp_buf_put(r, &b, "", 0);
+    pp_format(r, &b, v, 0, 0, 0);
+    return tp_buf_str(r, &b);
 }

@@ -341,6 +341,7 @@ static void format_spec(tp_render *r, tp_buf *out, tv v, sv spec) {
         if (type == 'c') {
             char tmp[4];
             if (v.u.i < 0 || v.u.i > 0x10FFFF) tp_rfail(r, "%%c arg not in range(0x110000)");
+            if (v.u.i >= 0xD800 && v.u.i <= 0xDFFF) tp_rfail(r, "%%c of a lone surrogate cannot be rendered as UTF-8");
             tp_buf_put(r, &body, tmp, (size_t)tp_utf8_put(tmp, (uint32_t)v.u.i));
             neg = 0;
         } else {
@@ -795,7 +796,7 @@ static tv list_call(tp_render *r, tp_method *m, tp_args *a) {
     if (!strcmp(n, "copy")) {
         NOARGS();
         tv c = tp_list_new(r, l->n);
-        memcpy(c.u.l->v, l->v, l->n * sizeof(tv));
+        if (l->n) memcpy(c.u.l->v, l->v, l->n * sizeof(tv));
         c.u.l->n = l->n;
         return c;
     }

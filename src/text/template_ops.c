@@ -106,17 +106,18 @@ tv tp_getitem(tp_render *r, tv obj, tv key) {
     return tp_undef(NULL, obj.t);
 }
 
-/* A bad index is a TypeError, which jinja2's getitem turns into an Undefined. */
 static int slice_index(tv v, int64_t *out) {
     if (!is_int(v)) return 0;
     *out = v.u.i;
     return 1;
 }
 
-/* Python's PySlice_AdjustIndices; 0 when an index is not an integer. */
+/* Python's PySlice_AdjustIndices. */
 static int slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, int64_t *a, int64_t *b, int64_t *st) {
     *st = 1;
     if (step.t != TV_NONE && !slice_index(step, st)) return 0;
+    if (start.t != TV_NONE && start.t != TV_INT && start.t != TV_BOOL) return 0;
+    if (stop.t != TV_NONE && stop.t != TV_INT && stop.t != TV_BOOL) return 0;
     if (*st == 0) tp_rfail(r, "slice step cannot be zero");
     if (*st == INT64_MIN) *st = -INT64_MAX;
     int64_t lo_def = *st < 0 ? len - 1 : 0, hi_def = *st < 0 ? -1 : len;
@@ -136,11 +137,20 @@ static int slice_adjust(tp_render *r, int64_t len, tv start, tv stop, tv step, i
     return 1;
 }
 
-tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
+/* jinja2 compiles a slice to a plain Python subscript (not through the sandbox's getitem), so
+ * slicing what is not a list, tuple or string is an error, not an Undefined. */
+tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step, int soft) {
     int64_t a, b, st;
     if (obj.t == TV_UNDEF) tp_undef_fail(r, obj);
+    if (soft && ((obj.t != TV_LIST && obj.t != TV_STR) || tp_is_view(obj))) return tp_undef(NULL, obj.t);
+    if (obj.t == TV_DICT) tp_rfail(r, "unhashable type: 'slice'");
+    if ((obj.t != TV_LIST && obj.t != TV_STR) || tp_is_view(obj))
+        tp_rfail(r, "'%s' object is not subscriptable", tp_type_name(obj));
     if (obj.t == TV_LIST && !tp_is_view(obj)) {
-        if (!slice_adjust(r, (int64_t)obj.u.l->n, start, stop, step, &a, &b, &st)) return tp_undef(NULL, obj.t);
+        if (!slice_adjust(r, (int64_t)obj.u.l->n, start, stop, step, &a, &b, &st)) {
+            if (soft) return tp_undef(NULL, obj.t);
+            tp_rfail(r, "slice indices must be integers or None or have an __index__ method");
+        }
         tv out = tp_list_new(r, 0);
         out.sub = tp_is_tuple(obj) ? SEQ_TUPLE : SEQ_LIST;
         for (int64_t i = a; st > 0 ? i < b : i > b; i += st) tp_list_push(r, &out, obj.u.l->v[i]);
@@ -150,7 +160,10 @@ tv tp_slice(tp_render *r, tv obj, tv start, tv stop, tv step) {
         const char *s = obj.u.s->s;
         size_t n = obj.u.s->len;
         int64_t len = (int64_t)tp_utf8_count(s, n);
-        if (!slice_adjust(r, len, start, stop, step, &a, &b, &st)) return tp_undef(NULL, obj.t);
+        if (!slice_adjust(r, len, start, stop, step, &a, &b, &st)) {
+            if (soft) return tp_undef(NULL, obj.t);
+            tp_rfail(r, "slice indices must be integers or None or have an __index__ method");
+        }
         size_t *off = tp_alloc(&r->ar, ((size_t)len + 1) * sizeof *off);
         for (size_t p = 0, k = 0; k <= (size_t)len; k++) {
             off[k] = p;
@@ -193,7 +206,7 @@ tv tp_iter_list(tp_render *r, tv v) {
     case TV_ITER: {  /* consumes what is left */
         tp_iter *it = v.u.it;
         tv l = tp_list_new(r, 0);
-        l.u.l->v = it->items->v + it->pos;
+        l.u.l->v = it->items->n ? it->items->v + it->pos : NULL;
         l.u.l->n = l.u.l->cap = it->items->n - it->pos;
         it->pos = it->items->n;
         return l;
@@ -201,7 +214,7 @@ tv tp_iter_list(tp_render *r, tv v) {
     case TV_UNDEF: return tp_list_new(r, 0);
     case TV_DICT: {
         tv l = tp_list_new(r, v.u.d->n);
-        memcpy(l.u.l->v, v.u.d->k, v.u.d->n * sizeof(tv));
+        if (v.u.d->n) memcpy(l.u.l->v, v.u.d->k, v.u.d->n * sizeof(tv));
         l.u.l->n = v.u.d->n;
         return l;
     }
@@ -305,9 +318,9 @@ static tv int_pow(tp_render *r, int64_t base, int64_t e) {
 }
 
 tv tp_binop(tp_render *r, int op, tv a, tv b) {
+    if (op == OP_MOD && a.t == TV_STR) return tp_percent_format(r, a, b);   /* str % Undefined works */
     if (a.t == TV_UNDEF) tp_undef_fail(r, a);
     if (b.t == TV_UNDEF) tp_undef_fail(r, b);
-    if (op == OP_MOD && a.t == TV_STR) return tp_percent_format(r, a, b);
     if (!is_num(a) || !is_num(b)) {
         if (op == OP_ADD) {
             if (a.t == TV_STR && b.t == TV_STR) {
@@ -327,8 +340,8 @@ tv tp_binop(tp_render *r, int op, tv a, tv b) {
             if (a.t == TV_LIST && b.t == TV_LIST && !tp_is_view(a) && tp_is_tuple(a) == tp_is_tuple(b)) {
                 tv out = tp_list_new(r, a.u.l->n + b.u.l->n);
                 out.sub = tp_is_tuple(a) ? SEQ_TUPLE : SEQ_LIST;
-                memcpy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof(tv));
-                memcpy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tv));
+                if (a.u.l->n) memcpy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof(tv));
+                if (b.u.l->n) memcpy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tv));
                 out.u.l->n = a.u.l->n + b.u.l->n;
                 return out;
             }
@@ -380,7 +393,9 @@ tv tp_binop(tp_render *r, int op, tv a, tv b) {
         if (both_int) return int_pow(r, x, y);
         if (fx == 0 && fy < 0) tp_rfail(r, "0.0 cannot be raised to a negative power");
         if (fx < 0 && fy != floor(fy)) tp_rfail(r, "a negative number to a fractional power is complex; not supported");
-        return tp_float(pow(fx, fy));
+        double p = pow(fx, fy);
+        if (isinf(p) && isfinite(fx) && isfinite(fy)) tp_rfail(r, "(34, 'Numerical result out of range')");
+        return tp_float(p);
     default: unsupported(r, op, a, b);
     }
 }
@@ -492,6 +507,7 @@ tv tp_percent_format(tp_render *r, tv fmtv, tv args) {
             if (conv == 'c') {
                 char cb[4];
                 if (iv < 0 || iv > 0x10FFFF) tp_rfail(r, "%%c arg not in range(0x110000)");
+                if (iv >= 0xD800 && iv <= 0xDFFF) tp_rfail(r, "%%c of a lone surrogate cannot be rendered as UTF-8");
                 int k = tp_utf8_put(cb, (uint32_t)iv);
                 put_padded(r, &b, cb, (size_t)k, width, minus);
                 break;
@@ -525,7 +541,9 @@ tv tp_percent_format(tp_render *r, tv fmtv, tv args) {
     }
     if (!used_mapping && tp_is_tuple(args) && next < args.u.l->n)
         tp_rfail(r, "not all arguments converted during string formatting");
-    if (!used_mapping && !tp_is_tuple(args) && next == 0 && args.t != TV_DICT)
+    /* like Python: an argument with __getitem__ (dict, list, Undefined) may go unused */
+    int mapping_like = args.t == TV_DICT || args.t == TV_UNDEF || (args.t == TV_LIST && !tp_is_tuple(args) && !tp_is_view(args));
+    if (!used_mapping && !tp_is_tuple(args) && next == 0 && !mapping_like)
         tp_rfail(r, "not all arguments converted during string formatting");
     tv out = tp_buf_str(r, &b);
     out.sub = fmtv.sub;

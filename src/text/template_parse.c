@@ -908,5 +908,6 @@ tnode *tp_parse(tp_arena *a, tp_token *toks, size_t ntok) {
     if (cur(&P)->type != TK_EOF) pfail(&P, 0, "unexpected '%s'", describe(cur(&P)));
     P.ntags = 0;
     check_unknown(&P, root, 0);
+    tp_scope_analyze(a, root);
     return root;
 }

@@ -33,10 +33,15 @@ void *tp_alloc(tp_arena *a, size_t n) {
     tp_chunk *c = a->head;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > 60000 ? n : 60000;
-        if (a->limit && a->total + cap + sizeof *c > a->limit)
+        if (a->limit && a->total + cap + sizeof *c > a->limit) {
+            if (a->line) tp_failf(a->fail, "line %d: memory limit (%zu MiB) exceeded", *a->line, a->limit >> 20);
             tp_failf(a->fail, "template: memory limit (%zu MiB) exceeded", a->limit >> 20);
+        }
         c = malloc(sizeof *c + cap);
-        if (!c) tp_failf(a->fail, "template: out of memory");
+        if (!c) {
+            if (a->line) tp_failf(a->fail, "line %d: out of memory", *a->line);
+            tp_failf(a->fail, "template: out of memory");
+        }
         a->total += cap + sizeof *c;
         c->cap = cap;
         c->used = 0;
@@ -57,7 +62,7 @@ void *tp_alloc(tp_arena *a, size_t n) {
 
 char *tp_strndup(tp_arena *a, const char *s, size_t n) {
     char *p = tp_alloc(a, n + 1);
-    memcpy(p, s, n);
+    if (n) memcpy(p, s, n);
     p[n] = 0;
     return p;
 }
@@ -597,4 +602,13 @@ tv tp_escape(tp_render *r, tv v) {
         }
     }
     return tp_markup(tp_buf_str(r, &b));
+}
+
+int tp_hashable(tv v) {
+    if (v.t == TV_DICT) return 0;
+    if (v.t != TV_LIST) return 1;
+    if (!tp_is_tuple(v)) return 0;
+    for (size_t i = 0; i < v.u.l->n; i++)
+        if (!tp_hashable(v.u.l->v[i])) return 0;
+    return 1;
 }

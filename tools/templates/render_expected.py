@@ -41,6 +41,7 @@ def main():
     snippets = []
     for case in snippet_cases.CASES:
         source, variables = (case, {}) if isinstance(case, str) else case
+        variables = json.loads(json.dumps(variables))  # what the C side gets: JSON types only
         r = oracle.render(source, variables)
         snippets.append({"template": source, "vars": variables, **r})
     with open(os.path.join(ROOT, "snippets.json"), "w", encoding="utf-8") as f:

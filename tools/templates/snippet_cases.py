@@ -95,7 +95,12 @@ CASES = [
     "{{ [1, 2, 3, 4][1:] }}|{{ [1, 2, 3, 4][::-1] }}|{{ [1, 2, 3, 4][-3:-1] }}|{{ [1, 2, 3][::-2] }}|{{ (1, 2, 3)[1:] }}|{{ [1, 2][3:9] }}",
     "{{ [1, 2][::0] }}",
     "{{ [1, 2]['a':] }}",
-    "{{ none[1:] }}|{{ none[0] }}|{{ 5.x }}",
+    "{{ none[0] }}|{{ 5.x }}|{{ 5[0] }}|{{ {'a': 1}['a'] }}",
+    "{{ none[1:] }}|{{ 5[1:] }}|{{ {'a': 1}[1:] }}|{{ (not 1)[1:] }}|{{ [1[1:]] }}|{{ 1[1:] ~ 'a' }}",
+    "{% set y = 1[1:] %}",
+    "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1[1:]) }}",
+    ("{{ n[1:] }}", {"n": 3}),
+    "{{ ([1]|select)[1:] }}",
     # ---- names, attributes, items, undefined ----
     "{{ missing }}|{{ missing is defined }}|{{ missing is undefined }}",
     "{{ missing.attr }}",
@@ -244,7 +249,7 @@ CASES = [
     "{{ 'abc' is lower }}|{{ 'aBc' is lower }}|{{ 'ABC' is upper }}|{{ '1' is upper }}|{{ 'x' is string }}|{{ 1 is string }}|{{ missing is string }}",
     "{{ {} is mapping }}|{{ [] is mapping }}|{{ [] is sequence }}|{{ {} is sequence }}|{{ 'a' is sequence }}|{{ 1 is sequence }}|{{ missing is sequence }}",
     "{{ [] is iterable }}|{{ 'a' is iterable }}|{{ {} is iterable }}|{{ none is iterable }}|{{ 1 is iterable }}|{{ missing is iterable }}",
-    "{{ range is callable }}|{{ 'x' is callable }}|{{ 'x'.upper is callable }}|{{ 'upper' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}",
+    "{{ missing is callable }}|{{ range is callable }}|{{ 'x' is callable }}|{{ 'x'.upper is callable }}|{{ 'upper' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}",
     "{{ 1 is sameas 1 }}|{{ none is sameas none }}|{{ true is sameas true }}|{{ 1 is sameas true }}|{{ 'x' is escaped }}",
     "{{ 1 is in [1, 2] }}|{{ 'a' is in 'cat' }}|{{ 1 is eq 1 }}|{{ 1 is equalto 2 }}|{{ 1 is ne 2 }}|{{ 2 is gt 1 }}|{{ 2 is ge 2 }}|{{ 1 is lt 2 }}|{{ 1 is le 0 }}|{{ 3 is greaterthan 2 }}|{{ 1 is lessthan 0 }}",
     "{{ 1 is not none }}|{{ missing is not defined }}|{{ not missing is defined }}|{{ 1 is not odd }}",
@@ -315,4 +320,44 @@ CASES += [
     "{{ {'a': 1}.items()|tojson }}",
     "{{ [1, 2]|reverse|first }}|{{ {'a': 1, 'b': 2}|reverse|list }}|{{ (1, 2)|reverse|list }}|{{ 'ab'|reverse }}|{% for x in [1, 2]|reverse %}{{ x }}{% endfor %}",
     "{% set r = [1, 2]|reverse %}{{ r|list }}{{ r|list }}",
+]
+
+# jinja2's compile-time scoping: a frame starts a name it stores first as missing
+CASES += [
+    ("{{ x }}{% set x = 5 %}{{ x }}", {"x": 1}),
+    ("{% for i in [1] %}{{ x }}{% endfor %}{% set x = 5 %}{{ x }}", {"x": 1}),
+    ("{% for i in [1] %}{{ x }}{% endfor %}{% set x = 5 %}", {"x": 1}),
+    ("{% if true %}{{ x }}{% endif %}{% set x = 5 %}", {"x": 1}),
+    ("{% macro m() %}{{ x }}{% endmacro %}{{ m() }}{% set x = 5 %}{{ m() }}", {"x": 1}),
+    ("{% for i in [1] %}{{ x }}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}", {"x": 1}),
+    ("{% for i in [1] %}{% for j in [1] %}{{ x }}{% endfor %}{% set x = 2 %}{% endfor %}", {"x": 1}),
+    ("{% for i in [1] %}{{ x }}{% endfor %}{% if false %}{% set x = 5 %}{% endif %}", {"x": 1}),
+    ("{% for i in [1] %}{{ x }}{% endfor %}{% if true %}{% set x = 5 %}{% else %}{% set x = 6 %}{% endif %}", {"x": 1}),
+    ("{% with %}{{ x }}{% endwith %}{% set x = 5 %}", {"x": 1}),
+    ("{% set y = x %}{{ y }}{% set x = 5 %}", {"x": 1}),
+    ("{% for i in [1] %}{% macro m() %}{{ x }}{% endmacro %}{{ m() }}{% set x = 2 %}{{ m() }}{% endfor %}", {"x": 1}),
+    ("{% set x %}{{ x }}{% endset %}[{{ x }}]", {"x": 1}),
+    ("{% for i in [1, 2] %}{% if i == 2 %}{{ x }}{% endif %}{% set x = i %}{% endfor %}", {"x": 0}),
+    ("{% for i in [1, 2] %}{% set x = x ~ i %}{{ x }}{% endfor %}{{ x }}", {"x": "a"}),
+    ("{% for i in [1] %}{% for j in [1] %}{{ x }}{% endfor %}{% if i %}{% set x = 2 %}{% endif %}{% endfor %}", {"x": 1}),
+]
+
+# pprint: sorted dicts, wrapped at 80 columns
+CASES += [
+    ("{{ d|pprint }}|{{ m|pprint }}", {"d": {"b": 1, "a": [1, 2], "c": None}, "m": MSGS}),
+    ("{{ x|pprint }}", {"x": {"long": "word " * 40, "list": list(range(40)), "nested": {"z": "x" * 70, "a": [[1, 2], (3,)]}}}),
+    ("{{ x|pprint }}", {"x": ["line one\nline two that is much longer than the rest of them and keeps going on and on\n", "short"]}),
+    "{{ ('a' * 100)|pprint }}|{{ (1,)|pprint }}|{{ [(1, 'x' * 80)]|pprint }}",
+]
+
+# constant folding (slices), str % with unused mapping-like arguments, float overflow, hashing
+CASES += [
+    "{% set d = (not (not ([] is not callable))[:2]) %}{{ d }}",
+    "{{ (false if (1, 'x')|tojson else 1)[1:]|string }}|{{ (not false[::-1]) }}|{{ 'a' if 2.5[:2] else 'b' }}",
+    "{{ 'abc' % none[0] }}|{{ 'abc' % [] }}|{{ 'abc' % {} }}|{{ 'abc' % () }}|{{ '%s' % missing }}",
+    "{{ 'abc' % 5 }}",
+    "{{ 2.5 ** 1000.0 }}",
+    "{{ 1e308 * 10 }}",
+    "{{ [('a', [1])]|unique|list }}",
+    "{{ [('a', 1), ('a', 1)]|unique|list }}|{{ {('a', 1): 2}[('a', 1)] }}",
 ]
