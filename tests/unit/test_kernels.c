@@ -50,7 +50,11 @@ static int scale_offsets(int type, int off[2]) {
     case OB_TYPE_TQ1_0: off[0] = 52; return 1;
     case OB_TYPE_Q4_K: case OB_TYPE_Q5_K: off[0] = 0; off[1] = 2; return 2;
     case OB_TYPE_Q6_K: off[0] = 208; return 1;
-    default: return 0;
+    case OB_TYPE_Q4_1: case OB_TYPE_Q5_1: off[0] = 0; off[1] = 2; return 2;
+    case OB_TYPE_Q5_0: case OB_TYPE_IQ4_NL: case OB_TYPE_IQ4_XS: off[0] = 0; return 1;
+    case OB_TYPE_Q2_K: off[0] = 80; off[1] = 82; return 2;
+    case OB_TYPE_Q3_K: off[0] = 108; return 1;
+    default: return 0; /* mxfp4: any exponent byte is a finite scale */
     }
 }
 
@@ -64,6 +68,8 @@ static void *make_weight(int type, int64_t n_in, int64_t n_out, int bytes, uint6
     for (int64_t i = 0; i < n_in * n_out; i++) src[i] = rnorm(rs) * 0.05f;
     if (bytes) {
         for (size_t i = 0; i < total; i++) data[i] = (uint8_t)rnext(rs);
+        if (type == OB_TYPE_MXFP4) /* e8m0 exponents: keep 2^(e - 128) near 2^-6 */
+            for (size_t i = 0; i < total; i += 17) data[i] = (uint8_t)(116 + rnext(rs) % 8);
         int off[2], no = scale_offsets(type, off);
         for (int64_t r = 0; r < n_out; r++)
             for (int64_t b = 0; b < n_in / tt->block_size; b++)
@@ -110,8 +116,9 @@ static int tables(const ob_kernels *out[5]) {
 
 /* ---- decoders ------------------------------------------------------------------------------- */
 
-static const int itypes[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0,
-                             OB_TYPE_I2_S, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K};
+static const int itypes[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, OB_TYPE_I2_S, OB_TYPE_Q4_K,
+                             OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_IQ4_NL,
+                             OB_TYPE_MXFP4, OB_TYPE_IQ4_XS, OB_TYPE_Q2_K, OB_TYPE_Q3_K};
 #define N_ITYPES (int)(sizeof itypes / sizeof itypes[0])
 
 static void test_decoders(uint64_t *rs) {
@@ -151,7 +158,7 @@ static void test_decoders(uint64_t *rs) {
 static void test_quant(uint64_t *rs) {
     const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
     int ns = tables(simd);
-    static const int fmts[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_Q4_K, OB_TYPE_Q6_K};
+    static const int fmts[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_Q4_K, OB_TYPE_Q6_K, OB_TYPE_Q4_1};
     for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
         const ob_kfmt *f = ob_kfmt_get(fmts[fi]);
         for (int on_grid = 0; on_grid < 2; on_grid++) {

@@ -53,6 +53,7 @@ typedef struct {
     int off;      /* zero point of the codes */
     int has_sc;   /* integer scale per sub-block */
     int has_mn;   /* integer min per sub-block and float dm per block */
+    int cmax;     /* largest code (bounds for 16-bit partial sums without VNNI) */
 } ob_kfmt;
 
 /* Format of an integer weight type, or NULL if it has no integer kernel. */
@@ -151,6 +152,9 @@ ob_kdec_fn ob_kdec_get(int type);
 
 /* Pack rows through the scalar decoder (any ISA compiles this loop for itself). */
 void ob_kpack_generic(const ob_weight *w, int64_t r0, ob_panel *p);
+/* The scalar table's decode kernel (any integer type): SIMD tables use it for the types whose
+ * blocks they have no vector decoder for. */
+void ob_kgemv_generic(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y);
 
 /* The float part of the formula for one block: acc = fmaf((float)isum * dw, da, acc), then
  * the min term. Written once so every path rounds the same. */

@@ -160,17 +160,21 @@ INLINE void run(const int QB, const int SB, const int OFF, const int SC, const i
     }
 
 RUN_FMT(amx_b32, 32, 32, 1, 0, 0)
+RUN_FMT(amx_m32, 32, 32, 0, 0, 1)
 RUN_FMT(amx_b128, 128, 128, 1, 0, 0)
 RUN_FMT(amx_b256, 256, 256, 1, 0, 0)
 RUN_FMT(amx_k4, 256, 32, 0, 1, 1)
+RUN_FMT(amx_x4, 256, 32, 1, 1, 0)
+RUN_FMT(amx_k2, 256, 16, 0, 1, 1)
 RUN_FMT(amx_k6, 256, 16, 1, 1, 0)
 
+/* the same format classes as kernels_avx512.c's gemm */
 static void gemm_np(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
-    if (f->has_mn && f->sb == 32 && !f->off) amx_k4(f, p, np, a, t0, t1, y, ldy);
-    else if (f->has_sc && f->sb == 16) amx_k6(f, p, np, a, t0, t1, y, ldy);
-    else if (f->qb == 32) amx_b32(f, p, np, a, t0, t1, y, ldy);
+    if (f->qb == 32) (f->has_mn ? amx_m32 : amx_b32)(f, p, np, a, t0, t1, y, ldy);
     else if (f->qb == 128) amx_b128(f, p, np, a, t0, t1, y, ldy);
-    else amx_b256(f, p, np, a, t0, t1, y, ldy);
+    else if (!f->has_sc) amx_b256(f, p, np, a, t0, t1, y, ldy);
+    else if (f->sb == 32) (f->has_mn ? amx_k4 : amx_x4)(f, p, np, a, t0, t1, y, ldy);
+    else (f->has_mn ? amx_k2 : amx_k6)(f, p, np, a, t0, t1, y, ldy);
 }
 
 static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {

@@ -417,20 +417,29 @@ INLINE void gemm_tile(const int QB, const int SB, const int OFF, const int SC, c
         for (; t < t1; t++) gemm_tile(QB, SB, OFF, SC, MN, STEPS, Q8, 1, p, a, t, y + (t - t0) * ldy, ldy); \
     }
 
-GEMM_FMT(gemm_q8, 32, 32, 1, 0, 0, 1, 1)
-GEMM_FMT(gemm_q4, 32, 32, 1, 0, 0, 8, 0)
-GEMM_FMT(gemm_b128, 128, 128, 1, 0, 0, 32, 0)
-GEMM_FMT(gemm_b256, 256, 256, 1, 0, 0, 32, 0)
-GEMM_FMT(gemm_k4, 256, 32, 0, 1, 1, 4, 0)
-GEMM_FMT(gemm_k6, 256, 16, 1, 1, 0, 2, 0)
+/* (QB, SB, OFF, SC, MN, STEPS, Q8): Q8 = codes of off 128 (signed values) through the sign trick */
+GEMM_FMT(gemm_q8, 32, 32, 1, 0, 0, 1, 1)       /* q8_0 iq4_nl */
+GEMM_FMT(gemm_q4, 32, 32, 1, 0, 0, 8, 0)       /* q4_0 (codes < 16) */
+GEMM_FMT(gemm_q5, 32, 32, 1, 0, 0, 4, 0)       /* q5_0 mxfp4 (codes < 32) */
+GEMM_FMT(gemm_m4, 32, 32, 0, 0, 1, 8, 0)       /* q4_1 */
+GEMM_FMT(gemm_m5, 32, 32, 0, 0, 1, 4, 0)       /* q5_1 */
+GEMM_FMT(gemm_b128, 128, 128, 1, 0, 0, 32, 0)  /* i2_s */
+GEMM_FMT(gemm_b256, 256, 256, 1, 0, 0, 32, 0)  /* tq1_0 tq2_0 */
+GEMM_FMT(gemm_k4, 256, 32, 0, 1, 1, 4, 0)      /* q4_K q5_K */
+GEMM_FMT(gemm_x4, 256, 32, 1, 1, 0, 1, 1)      /* iq4_xs */
+GEMM_FMT(gemm_k2, 256, 16, 0, 1, 1, 4, 0)      /* q2_K */
+GEMM_FMT(gemm_k6, 256, 16, 1, 1, 0, 2, 0)      /* q3_K q6_K (codes < 64) */
 
 static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
-    if (f->has_mn && f->sb == 32 && !f->off) gemm_k4(p, a, t0, t1, y, ldy);  /* q4_K, q5_K (codes < 32) */
-    else if (f->has_sc && f->sb == 16) gemm_k6(p, a, t0, t1, y, ldy);      /* codes < 64 */
-    else if (f->qb == 32 && f->off == 128) gemm_q8(p, a, t0, t1, y, ldy);
-    else if (f->qb == 32) gemm_q4(p, a, t0, t1, y, ldy);
-    else if (f->qb == 128) gemm_b128(p, a, t0, t1, y, ldy);
-    else gemm_b256(p, a, t0, t1, y, ldy);
+    const int q8 = f->off >= 128;
+    if (f->qb == 32) {
+        if (q8) gemm_q8(p, a, t0, t1, y, ldy);
+        else if (f->has_mn) (f->cmax < 16 ? gemm_m4 : gemm_m5)(p, a, t0, t1, y, ldy);
+        else (f->cmax < 16 ? gemm_q4 : gemm_q5)(p, a, t0, t1, y, ldy);
+    } else if (f->qb == 128) gemm_b128(p, a, t0, t1, y, ldy);
+    else if (!f->has_sc) gemm_b256(p, a, t0, t1, y, ldy);
+    else if (f->sb == 32) (q8 ? gemm_x4 : gemm_k4)(p, a, t0, t1, y, ldy);
+    else (f->has_mn ? gemm_k2 : gemm_k6)(p, a, t0, t1, y, ldy);
 }
 
 /* ---- activation quantizer ----------------------------------------------------------------- */
@@ -650,10 +659,16 @@ static const ob_kernels table = {
     .quant_row = quant_row,
     .gemv = {[OB_TYPE_Q8_0] = gemv_q8_0, [OB_TYPE_Q4_0] = gemv_q4_0, [OB_TYPE_TQ2_0] = gemv_tq2_0,
              [OB_TYPE_TQ1_0] = gemv_tq1_0, [OB_TYPE_I2_S] = gemv_i2_s, [OB_TYPE_Q4_K] = gemv_q4_K,
-             [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K},
+             [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K, [OB_TYPE_Q4_1] = ob_kgemv_generic,
+             [OB_TYPE_Q5_0] = ob_kgemv_generic, [OB_TYPE_Q5_1] = ob_kgemv_generic, [OB_TYPE_IQ4_NL] = ob_kgemv_generic,
+             [OB_TYPE_MXFP4] = ob_kgemv_generic, [OB_TYPE_Q2_K] = ob_kgemv_generic, [OB_TYPE_Q3_K] = ob_kgemv_generic,
+             [OB_TYPE_IQ4_XS] = ob_kgemv_generic},
     .pack = {[OB_TYPE_Q8_0] = ob_kpack_generic, [OB_TYPE_Q4_0] = ob_kpack_generic, [OB_TYPE_TQ2_0] = ob_kpack_generic,
              [OB_TYPE_TQ1_0] = ob_kpack_generic, [OB_TYPE_I2_S] = ob_kpack_generic, [OB_TYPE_Q4_K] = ob_kpack_generic,
-             [OB_TYPE_Q5_K] = ob_kpack_generic, [OB_TYPE_Q6_K] = ob_kpack_generic},
+             [OB_TYPE_Q5_K] = ob_kpack_generic, [OB_TYPE_Q6_K] = ob_kpack_generic, [OB_TYPE_Q4_1] = ob_kpack_generic,
+             [OB_TYPE_Q5_0] = ob_kpack_generic, [OB_TYPE_Q5_1] = ob_kpack_generic, [OB_TYPE_IQ4_NL] = ob_kpack_generic,
+             [OB_TYPE_MXFP4] = ob_kpack_generic, [OB_TYPE_Q2_K] = ob_kpack_generic, [OB_TYPE_Q3_K] = ob_kpack_generic,
+             [OB_TYPE_IQ4_XS] = ob_kpack_generic},
     .gemm = gemm,
     .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
     .dot_f32 = dot_f32,

@@ -581,6 +581,9 @@ INLINE void pack16(const ob_weight *w, int64_t r0, ob_panel *p, ob_kdec_fn dec) 
     static void pack_##T(const ob_weight *w, int64_t r0, ob_panel *p) { pack16(w, r0, p, xdec_##T); }
 PACK(q8_0) PACK(q4_0) PACK(tq2_0) PACK(tq1_0) PACK(i2_s) PACK(q4_K) PACK(q5_K) PACK(q6_K)
 
+/* types without a vector decoder: the scalar one, still transposed by SIMD */
+static void pack_any(const ob_weight *w, int64_t r0, ob_panel *p) { pack16(w, r0, p, ob_kdec_get(w->type)); }
+
 /* ---- GEMM on packed panels ------------------------------------------------------------------
  * Tile: 16 rows (one vector, lane = row) x C tokens. Per group of 4 elements one load of the
  * panel and C vpdpbusd whose activation dword is broadcast from memory. */
@@ -648,18 +651,21 @@ INLINE void gemm_tile(const int QB, const int SB, const int OFF, const int SC, c
         if (t < t1) gemm_tile(QB, SB, OFF, SC, MN, 1, p, a, t, y + (t - t0) * ldy, ldy);        \
     }
 
-GEMM_FMT(gemm_b32, 32, 32, 1, 0, 0)
-GEMM_FMT(gemm_b128, 128, 128, 1, 0, 0)
-GEMM_FMT(gemm_b256, 256, 256, 1, 0, 0)
-GEMM_FMT(gemm_k4, 256, 32, 0, 1, 1)
-GEMM_FMT(gemm_k6, 256, 16, 1, 1, 0)
+GEMM_FMT(gemm_b32, 32, 32, 1, 0, 0)    /* q8_0 q4_0 q5_0 iq4_nl mxfp4 */
+GEMM_FMT(gemm_m32, 32, 32, 0, 0, 1)    /* q4_1 q5_1 */
+GEMM_FMT(gemm_b128, 128, 128, 1, 0, 0) /* i2_s */
+GEMM_FMT(gemm_b256, 256, 256, 1, 0, 0) /* tq1_0 tq2_0 */
+GEMM_FMT(gemm_k4, 256, 32, 0, 1, 1)    /* q4_K q5_K */
+GEMM_FMT(gemm_x4, 256, 32, 1, 1, 0)    /* iq4_xs */
+GEMM_FMT(gemm_k2, 256, 16, 0, 1, 1)    /* q2_K */
+GEMM_FMT(gemm_k6, 256, 16, 1, 1, 0)    /* q3_K q6_K */
 
 static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
-    if (f->has_mn && f->sb == 32 && !f->off) gemm_k4(p, a, t0, t1, y, ldy);
-    else if (f->has_sc && f->sb == 16) gemm_k6(p, a, t0, t1, y, ldy);
-    else if (f->qb == 32) gemm_b32(p, a, t0, t1, y, ldy);
+    if (f->qb == 32) (f->has_mn ? gemm_m32 : gemm_b32)(p, a, t0, t1, y, ldy);
     else if (f->qb == 128) gemm_b128(p, a, t0, t1, y, ldy);
-    else gemm_b256(p, a, t0, t1, y, ldy);
+    else if (!f->has_sc) gemm_b256(p, a, t0, t1, y, ldy);
+    else if (f->sb == 32) (f->has_mn ? gemm_k4 : gemm_x4)(p, a, t0, t1, y, ldy);
+    else (f->has_mn ? gemm_k2 : gemm_k6)(p, a, t0, t1, y, ldy);
 }
 
 /* ---- activation quantizer ----------------------------------------------------------------- */
@@ -829,10 +835,15 @@ static const ob_kernels table = {
     .quant_row = quant_row,
     .gemv = {[OB_TYPE_Q8_0] = gemv_q8_0, [OB_TYPE_Q4_0] = gemv_q4_0, [OB_TYPE_TQ2_0] = gemv_tq2_0,
              [OB_TYPE_TQ1_0] = gemv_tq1_0, [OB_TYPE_I2_S] = gemv_i2_s, [OB_TYPE_Q4_K] = gemv_q4_K,
-             [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K},
+             [OB_TYPE_Q5_K] = gemv_q5_K, [OB_TYPE_Q6_K] = gemv_q6_K, [OB_TYPE_Q4_1] = ob_kgemv_generic,
+             [OB_TYPE_Q5_0] = ob_kgemv_generic, [OB_TYPE_Q5_1] = ob_kgemv_generic, [OB_TYPE_IQ4_NL] = ob_kgemv_generic,
+             [OB_TYPE_MXFP4] = ob_kgemv_generic, [OB_TYPE_Q2_K] = ob_kgemv_generic, [OB_TYPE_Q3_K] = ob_kgemv_generic,
+             [OB_TYPE_IQ4_XS] = ob_kgemv_generic},
     .pack = {[OB_TYPE_Q8_0] = pack_q8_0, [OB_TYPE_Q4_0] = pack_q4_0, [OB_TYPE_TQ2_0] = pack_tq2_0,
              [OB_TYPE_TQ1_0] = pack_tq1_0, [OB_TYPE_I2_S] = pack_i2_s, [OB_TYPE_Q4_K] = pack_q4_K,
-             [OB_TYPE_Q5_K] = pack_q5_K, [OB_TYPE_Q6_K] = pack_q6_K},
+             [OB_TYPE_Q5_K] = pack_q5_K, [OB_TYPE_Q6_K] = pack_q6_K, [OB_TYPE_Q4_1] = pack_any, [OB_TYPE_Q5_0] = pack_any,
+             [OB_TYPE_Q5_1] = pack_any, [OB_TYPE_IQ4_NL] = pack_any, [OB_TYPE_MXFP4] = pack_any, [OB_TYPE_Q2_K] = pack_any,
+             [OB_TYPE_Q3_K] = pack_any, [OB_TYPE_IQ4_XS] = pack_any},
     .gemm = gemm,
     .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
     .dot_f32 = dot_f32,

@@ -18,28 +18,46 @@
 
 #include "backend/cpu/kernels.h"
 #include "format/quant.h"
+#include "format/quant_int.h"
 
 static inline float half_at(const uint8_t *p) { return ob_fp16_to_fp32((uint16_t)(p[0] | (p[1] << 8))); }
 
 /* ---- formats ----------------------------------------------------------------------------- */
 
-static const ob_kfmt fmt_q8_0 = {32, 32, 128, 0, 0};
-static const ob_kfmt fmt_q4_0 = {32, 32, 8, 0, 0};
-static const ob_kfmt fmt_tq = {256, 256, 1, 0, 0};
-static const ob_kfmt fmt_i2_s = {128, 128, 1, 0, 0};
-static const ob_kfmt fmt_q4_K = {256, 32, 0, 1, 1};
-static const ob_kfmt fmt_q6_K = {256, 16, 32, 1, 0};
+static const ob_kfmt fmt_q8_0 = {32, 32, 128, 0, 0, 255};
+static const ob_kfmt fmt_q4_0 = {32, 32, 8, 0, 0, 15};
+static const ob_kfmt fmt_q4_1 = {32, 32, 0, 0, 1, 15};
+static const ob_kfmt fmt_q5_0 = {32, 32, 16, 0, 0, 31};
+static const ob_kfmt fmt_q5_1 = {32, 32, 0, 0, 1, 31};
+static const ob_kfmt fmt_iq4_nl = {32, 32, 128, 0, 0, 255};
+static const ob_kfmt fmt_mxfp4 = {32, 32, 12, 0, 0, 24};
+static const ob_kfmt fmt_tq = {256, 256, 1, 0, 0, 3};
+static const ob_kfmt fmt_i2_s = {128, 128, 1, 0, 0, 3};
+static const ob_kfmt fmt_q2_K = {256, 16, 0, 1, 1, 3};
+static const ob_kfmt fmt_q3_K = {256, 16, 4, 1, 0, 7};
+static const ob_kfmt fmt_q4_K = {256, 32, 0, 1, 1, 15};
+static const ob_kfmt fmt_q5_K = {256, 32, 0, 1, 1, 31};
+static const ob_kfmt fmt_q6_K = {256, 16, 32, 1, 0, 63};
+static const ob_kfmt fmt_iq4_xs = {256, 32, 128, 1, 0, 255};
 
 const ob_kfmt *ob_kfmt_get(int type) {
     switch (type) {
     case OB_TYPE_Q8_0: return &fmt_q8_0;
     case OB_TYPE_Q4_0: return &fmt_q4_0;
+    case OB_TYPE_Q4_1: return &fmt_q4_1;
+    case OB_TYPE_Q5_0: return &fmt_q5_0;
+    case OB_TYPE_Q5_1: return &fmt_q5_1;
+    case OB_TYPE_IQ4_NL: return &fmt_iq4_nl;
+    case OB_TYPE_MXFP4: return &fmt_mxfp4;
     case OB_TYPE_TQ1_0:
     case OB_TYPE_TQ2_0: return &fmt_tq;
     case OB_TYPE_I2_S: return &fmt_i2_s;
-    case OB_TYPE_Q4_K:
-    case OB_TYPE_Q5_K: return &fmt_q4_K;
+    case OB_TYPE_Q2_K: return &fmt_q2_K;
+    case OB_TYPE_Q3_K: return &fmt_q3_K;
+    case OB_TYPE_Q4_K: return &fmt_q4_K;
+    case OB_TYPE_Q5_K: return &fmt_q5_K;
     case OB_TYPE_Q6_K: return &fmt_q6_K;
+    case OB_TYPE_IQ4_XS: return &fmt_iq4_xs;
     default: return NULL;
     }
 }
@@ -88,7 +106,7 @@ void ob_panel_init(ob_panel *p, void *mem, int64_t k, int R, const ob_kfmt *f) {
 
 /* ---- block decoders: the scalar definition of each integer type ---------------------------
  * Each reads block b of a row exactly as format/quant_ref*.c's to_float does and returns the
- * unsigned codes (value = dw * sc_j * (code - off) - dm * mn_j; see kernels.h). */
+ * unsigned codes (value = dw * sc_j * (code - off) + dm * mn_j; see kernels.h). */
 
 static void dec_q8_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
     const uint8_t *blk = row + b * 34;
@@ -193,6 +211,91 @@ static void dec_q6_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc,
     }
 }
 
+/* q4_1 / q5_1 / q5_0: byte j holds elements j (low nibble) and j + 16; q5's fifth bits are a
+ * little-endian 32-bit word, bit i for element i (quant_ref_legacy.c). */
+static uint32_t le32_at(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static void nibbles32(const uint8_t *qs, uint32_t qh, int five, uint8_t *codes) {
+    for (int j = 0; j < 16; j++) {
+        codes[j] = (uint8_t)((qs[j] & 15) | (five ? ((qh >> j) & 1) << 4 : 0));
+        codes[j + 16] = (uint8_t)((qs[j] >> 4) | (five ? ((qh >> (j + 16)) & 1) << 4 : 0));
+    }
+}
+
+static void dec_q4_1(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 20;
+    *dw = half_at(blk), *dm = half_at(blk + 2), mn[0] = 1;
+    nibbles32(blk + 4, 0, 0, codes);
+}
+
+static void dec_q5_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 22;
+    *dw = half_at(blk);
+    nibbles32(blk + 6, le32_at(blk + 2), 1, codes);
+}
+
+static void dec_q5_1(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 24;
+    *dw = half_at(blk), *dm = half_at(blk + 2), mn[0] = 1;
+    nibbles32(blk + 8, le32_at(blk + 4), 1, codes);
+}
+
+static void dec_iq4_nl(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 18;
+    *dw = half_at(blk);
+    for (int j = 0; j < 16; j++) {
+        codes[j] = (uint8_t)(ob_iq4nl_grid[blk[2 + j] & 15] + 128);
+        codes[j + 16] = (uint8_t)(ob_iq4nl_grid[blk[2 + j] >> 4] + 128);
+    }
+}
+
+/* mxfp4: the e2m1 grid doubled (0..12 and negatives), code = value + 12; the block scale byte is
+ * an e8m0 exponent holding 2^(e - 128) (quant_ref_legacy.c). */
+static void dec_mxfp4(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    static const int8_t grid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t *blk = row + b * 17;
+    uint32_t bits = blk[0] < 2 ? 0x00200000u << blk[0] : (uint32_t)(blk[0] - 1) << 23;
+    memcpy(dw, &bits, 4);
+    for (int j = 0; j < 16; j++) {
+        codes[j] = (uint8_t)(grid[blk[1 + j] & 15] + 12);
+        codes[j + 16] = (uint8_t)(grid[blk[1 + j] >> 4] + 12);
+    }
+}
+
+static void dec_iq4_xs(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 136;
+    *dw = half_at(blk);
+    unsigned sh = (unsigned)(blk[2] | blk[3] << 8);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | (int)(((sh >> (2 * j)) & 3) << 4)) - 32;
+        const uint8_t *q = blk + 8 + 16 * j;
+        for (int l = 0; l < 16; l++) {
+            codes[32 * j + l] = (uint8_t)(ob_iq4nl_grid[q[l] & 15] + 128);
+            codes[32 * j + 16 + l] = (uint8_t)(ob_iq4nl_grid[q[l] >> 4] + 128);
+        }
+    }
+}
+
+/* q2_K / q3_K 2-bit fields: element e in byte (e / 128) * 32 + e % 32 at bits 2 * ((e % 128) / 32). */
+static int two_bits(const uint8_t *qs, int e) { return (qs[(e >> 7) * 32 + (e & 31)] >> (2 * ((e & 127) >> 5))) & 3; }
+
+static void dec_q2_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 84;
+    *dw = half_at(blk + 80), *dm = -half_at(blk + 82);
+    for (int j = 0; j < 16; j++) sc[j] = blk[j] & 15, mn[j] = blk[j] >> 4;
+    for (int e = 0; e < 256; e++) codes[e] = (uint8_t)two_bits(blk + 16, e);
+}
+
+static void dec_q3_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
+    const uint8_t *blk = row + b * 110, *hm = blk, *s = blk + 96;
+    *dw = half_at(blk + 108);
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+        sc[j] = (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    }
+    for (int e = 0; e < 256; e++) codes[e] = (uint8_t)(two_bits(blk + 32, e) + 4 * ((hm[e & 31] >> (e >> 5)) & 1));
+}
+
 ob_kdec_fn ob_kdec_get(int type) {
     switch (type) {
     case OB_TYPE_Q8_0: return dec_q8_0;
@@ -203,6 +306,14 @@ ob_kdec_fn ob_kdec_get(int type) {
     case OB_TYPE_Q4_K: return dec_q4_K;
     case OB_TYPE_Q5_K: return dec_q5_K;
     case OB_TYPE_Q6_K: return dec_q6_K;
+    case OB_TYPE_Q4_1: return dec_q4_1;
+    case OB_TYPE_Q5_0: return dec_q5_0;
+    case OB_TYPE_Q5_1: return dec_q5_1;
+    case OB_TYPE_IQ4_NL: return dec_iq4_nl;
+    case OB_TYPE_MXFP4: return dec_mxfp4;
+    case OB_TYPE_IQ4_XS: return dec_iq4_xs;
+    case OB_TYPE_Q2_K: return dec_q2_K;
+    case OB_TYPE_Q3_K: return dec_q3_K;
     default: return NULL;
     }
 }

@@ -54,7 +54,7 @@ static void quant_row(const float *x, int64_t k, const ob_kfmt *f, int8_t *qs, f
 
 /* ---- integer types ------------------------------------------------------------------------ */
 
-static void gemv_generic(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+void ob_kgemv_generic(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
     const ob_kfmt *f = ob_kfmt_get(w->type);
     ob_kdec_fn dec = ob_kdec_get(w->type);
     int64_t k = w->n_in, nb = k / f->qb, nsub = f->qb / f->sb;
@@ -158,15 +158,17 @@ static float dot_f16(const float *a, const uint16_t *b, int64_t n) {
     return ob_sum16(s);
 }
 
-#define INT_TYPES(fn)                                                                             \
-    {[OB_TYPE_Q8_0] = fn, [OB_TYPE_Q4_0] = fn, [OB_TYPE_TQ2_0] = fn, [OB_TYPE_TQ1_0] = fn, [OB_TYPE_I2_S] = fn, \
-     [OB_TYPE_Q4_K] = fn, [OB_TYPE_Q5_K] = fn, [OB_TYPE_Q6_K] = fn}
+#define INT_TYPES(fn)                                                                                      \
+    {[OB_TYPE_Q8_0] = fn, [OB_TYPE_Q4_0] = fn, [OB_TYPE_Q4_1] = fn, [OB_TYPE_Q5_0] = fn, [OB_TYPE_Q5_1] = fn,      \
+     [OB_TYPE_IQ4_NL] = fn, [OB_TYPE_MXFP4] = fn, [OB_TYPE_TQ2_0] = fn, [OB_TYPE_TQ1_0] = fn, [OB_TYPE_I2_S] = fn, \
+     [OB_TYPE_Q2_K] = fn, [OB_TYPE_Q3_K] = fn, [OB_TYPE_Q4_K] = fn, [OB_TYPE_Q5_K] = fn, [OB_TYPE_Q6_K] = fn,      \
+     [OB_TYPE_IQ4_XS] = fn}
 
 static const ob_kernels table = {
     .name = "scalar",
     .R = 8,
     .quant_row = quant_row,
-    .gemv = INT_TYPES(gemv_generic),
+    .gemv = INT_TYPES(ob_kgemv_generic),
     .pack = INT_TYPES(ob_kpack_generic),
     .gemm = gemm_scalar,
     .gemm_f = {[OB_TYPE_F32] = gemm_f, [OB_TYPE_F16] = gemm_f, [OB_TYPE_BF16] = gemm_f},
