@@ -402,6 +402,40 @@ static void test_helpers(uint64_t *rs) {
     }
 }
 
+/* ---- row ops: act_quant, relu2, add exact; rmsnorm and SiLU within float rounding ---------- */
+
+static void test_row_ops(uint64_t *rs) {
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
+    int ns = tables(simd);
+    for (int rep = 0; rep < 6; rep++) {
+        int dim = 1 + (int)(rnext(rs) % 300);
+        size_t nb = (size_t)dim * 4;
+        float *x = malloc(nb), *w = malloc(nb), *u = malloc(nb), *y0 = malloc(nb), *y1 = malloc(nb);
+        for (int i = 0; i < dim; i++) x[i] = rnorm(rs) * (rep == 5 ? 40.0f : 2.0f), w[i] = rnorm(rs), u[i] = rnorm(rs);
+        for (int i = 0; i < ns; i++) {
+            const ob_kernels *k = simd[i];
+            int bad = 0;
+            sc->rms_row(x, rep & 1 ? NULL : w, y0, dim, 1e-5f);
+            k->rms_row(x, rep & 1 ? NULL : w, y1, dim, 1e-5f);
+            for (int e = 0; e < dim; e++) bad += fabsf(y0[e] - y1[e]) > 2.5e-7f * fabsf(y0[e]);
+            memcpy(y0, x, nb), memcpy(y1, x, nb);
+            sc->aq_row(y0, dim), k->aq_row(y1, dim);
+            bad += memcmp(y0, y1, nb) != 0;
+            for (int act = 0; act < 2; act++) {
+                memcpy(y0, x, nb), memcpy(y1, x, nb);
+                sc->glu(act, y0, u, dim), k->glu(act, y1, u, dim);
+                for (int e = 0; e < dim; e++) bad += act ? y0[e] != y1[e] : fabsf(y0[e] - y1[e]) > 1e-6f * fabsf(y0[e]) + 1e-30f;
+            }
+            memcpy(y0, x, nb), memcpy(y1, x, nb);
+            sc->add(y0, u, dim), k->add(y1, u, dim);
+            bad += memcmp(y0, y1, nb) != 0;
+            if (bad) fprintf(stderr, "  kernels: %s row ops differ from scalar (dim %d): %d\n", k->name, dim, bad);
+            CHECK_EQ_INT(bad, 0);
+        }
+        free(x), free(w), free(u), free(y0), free(y1);
+    }
+}
+
 OB_SUITE(kernels) {
     uint64_t rs = 0x243F6A8885A308D3ull;
     const ob_kernels *simd[5];
@@ -416,6 +450,7 @@ OB_SUITE(kernels) {
     test_int_matmul(&rs);
     test_float_matmul(&rs);
     test_helpers(&rs);
+    test_row_ops(&rs);
 }
 
 /* ---- KV cache types through the engine ------------------------------------------------------- */

@@ -30,6 +30,13 @@ typedef struct {
     float *xrot;           /* [xrot_cap]: activations rotated for lean4 weights */
     size_t xrot_cap;
     ob_cpu_mm *mm;         /* fast matmul driver, NULL when OB_CPU_KERNELS=reference */
+    const ob_kernels *kt;  /* its kernel table (row ops, attention), NULL likewise */
+    /* rope's cos/sin of the last call's positions: every layer of a forward pass rotates the same
+     * positions, so the table is computed once per pass (grows at warm-up only) */
+    float *rope_cs;        /* [rope_n][n_rot/2][2] */
+    int32_t *rope_pos;     /* [rope_n] */
+    int rope_n, rope_cap;
+    ob_rope rope_key;
 } cpu_state;
 
 static cpu_state *st(ob_backend *b) { return (cpu_state *)b->priv; }
@@ -50,6 +57,7 @@ static int cpu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t e
     if (!want || strcmp(want, "reference") != 0) {
         s->mm = ob_cpu_mm_new(s->n_threads, NULL);
         if (!s->mm) { snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
+        s->kt = ob_cpu_mm_kernels(s->mm);
     }
     return 0;
 }
@@ -59,6 +67,8 @@ static void cpu_free(ob_backend *b) {
     if (!s) return;
     ob_pool_free(s->pool);
     ob_cpu_mm_free(s->mm);
+    free(s->rope_cs);
+    free(s->rope_pos);
     for (int i = 0; i < s->n_threads; i++) free(s->row_scratch[i]);
     free(s->row_scratch);
     free(s->xrot);
@@ -259,7 +269,68 @@ static void cpu_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, 
     }
 }
 
+/* ---- fast row ops: the table's vector kernels, rows split over the pool when there are many -- */
+
+#define PAR_MIN 16384 /* elements below which an op stays on the calling thread */
+
+typedef enum { ROW_RMS, ROW_AQ, ROW_GLU, ROW_ADD, ROW_BIAS, ROW_ROPE } row_kind;
+
+typedef struct {
+    cpu_state *s;
+    row_kind kind;
+    float *y;
+    const float *x, *w;
+    int64_t n, dim;        /* rows (flat ops: chunks of dim elements) */
+    int64_t total;         /* flat ops: element count */
+    float eps;
+    int act;
+    int n_head, head_dim;  /* rope */
+    const ob_rope *r;
+} rows_job;
+
+static void rope_row(const rows_job *j, int64_t i);
+
+static void rows_range(const rows_job *j, int64_t lo, int64_t hi) {
+    const ob_kernels *kt = j->s->kt;
+    for (int64_t i = lo; i < hi; i++) {
+        switch (j->kind) {
+        case ROW_RMS: kt->rms_row(j->x + i * j->dim, j->w, j->y + i * j->dim, (int)j->dim, j->eps); break;
+        case ROW_AQ: kt->aq_row(j->y + i * j->dim, (int)j->dim); break;
+        case ROW_BIAS: kt->add(j->y + i * j->dim, j->w, j->dim); break;
+        case ROW_ROPE: rope_row(j, i); break;
+        case ROW_GLU:
+        case ROW_ADD: {
+            int64_t a = i * j->dim, len = a + j->dim < j->total ? j->dim : j->total - a;
+            if (j->kind == ROW_GLU) kt->glu(j->act, j->y + a, j->x + a, len);
+            else kt->add(j->y + a, j->x + a, len);
+            break;
+        }
+        }
+    }
+}
+
+static void rows_task(void *ctx, int ith, int nth) {
+    rows_job *j = ctx;
+    int64_t lo, hi;
+    split(j->n, ith, nth, &lo, &hi);
+    rows_range(j, lo, hi);
+}
+
+static void rows_run(rows_job *j) {
+    if (j->n * j->dim >= PAR_MIN && j->n > 1) ob_pool_run(j->s->pool, rows_task, j);
+    else rows_range(j, 0, j->n);
+}
+
+/* flat ops cut into rows of this many elements */
+#define FLAT_CHUNK 4096
+
 static void cpu_rmsnorm(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
+    cpu_state *s = st(b);
+    if (s->kt) {
+        rows_job j = {.s = s, .kind = ROW_RMS, .y = y, .x = x, .w = w, .n = n, .dim = dim, .eps = eps};
+        rows_run(&j);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         const float *xi = x + (size_t)i * dim;
         float *yi = y + (size_t)i * dim;
@@ -270,7 +341,56 @@ static void cpu_rmsnorm(ob_backend *b, const float *x, const float *w, float *y,
     }
 }
 
+/* cos/sin of token i's pairs from the cached table (the reference's arithmetic, computed once). */
+static void rope_row(const rows_job *j, int64_t i) {
+    const ob_rope *r = j->r;
+    const int half = r->n_rot / 2;
+    const float *cs = j->s->rope_cs + i * half * 2;
+    for (int h = 0; h < j->n_head; h++) {
+        float *v = j->y + (i * j->n_head + h) * j->head_dim;
+        for (int k = 0; k < half; k++) {
+            const int a = r->style == OB_ROPE_NEOX ? k : 2 * k, bi = r->style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
+            const float c = cs[2 * k], sn = cs[2 * k + 1], x0 = v[a], x1 = v[bi];
+            v[a] = x0 * c - x1 * sn;
+            v[bi] = x0 * sn + x1 * c;
+        }
+    }
+}
+
+static int rope_table(cpu_state *s, int n, const int32_t *pos, const ob_rope *r) {
+    const int half = r->n_rot / 2;
+    if (s->rope_cs && n == s->rope_n && !memcmp(&s->rope_key, r, sizeof *r) && !memcmp(s->rope_pos, pos, (size_t)n * 4))
+        return 0;
+    if (n * half > s->rope_cap || n > s->rope_n) {
+        free(s->rope_cs);
+        free(s->rope_pos);
+        int cap = n * half > s->rope_cap ? n * half : s->rope_cap;
+        s->rope_cs = malloc((size_t)cap * 2 * sizeof(float));
+        s->rope_pos = malloc((size_t)(cap > n ? cap : n) * sizeof(int32_t));
+        s->rope_cap = s->rope_cs && s->rope_pos ? cap : 0;
+        if (!s->rope_cap) return -1;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < half; k++) {
+            double inv_freq = pow((double)r->theta, -2.0 * k / r->n_rot);
+            if (r->freq_factors) inv_freq /= r->freq_factors[k];
+            double ang = (double)pos[i] * r->freq_scale * inv_freq;
+            s->rope_cs[((size_t)i * half + k) * 2] = (float)cos(ang);
+            s->rope_cs[((size_t)i * half + k) * 2 + 1] = (float)sin(ang);
+        }
+    memcpy(s->rope_pos, pos, (size_t)n * 4);
+    s->rope_key = *r;
+    s->rope_n = n;
+    return 0;
+}
+
 static void cpu_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
+    cpu_state *s = st(b);
+    if (s->kt && rope_table(s, n, pos, r) == 0) {
+        rows_job j = {.s = s, .kind = ROW_ROPE, .y = x, .n = n, .dim = (int64_t)n_head * head_dim, .n_head = n_head, .head_dim = head_dim, .r = r};
+        rows_run(&j);
+        return;
+    }
     int half = r->n_rot / 2;
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < half; k++) {
@@ -349,15 +469,34 @@ static void cpu_attention(ob_backend *b, const ob_attn_args *a) {
 }
 
 static void cpu_add(ob_backend *b, float *y, const float *x, size_t n) {
+    cpu_state *s = st(b);
+    if (s->kt) {
+        rows_job j = {.s = s, .kind = ROW_ADD, .y = y, .x = x, .n = ((int64_t)n + FLAT_CHUNK - 1) / FLAT_CHUNK, .dim = FLAT_CHUNK, .total = (int64_t)n};
+        rows_run(&j);
+        return;
+    }
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 static void cpu_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) {
+    cpu_state *s = st(b);
+    if (s->kt) {
+        rows_job j = {.s = s, .kind = ROW_BIAS, .y = y, .w = bias, .n = n, .dim = dim};
+        rows_run(&j);
+        return;
+    }
     for (int i = 0; i < n; i++)
         for (int k = 0; k < dim; k++) y[(size_t)i * dim + k] += bias[k];
 }
 
 static void cpu_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) {
+    cpu_state *s = st(b);
+    if (s->kt) {
+        rows_job j = {.s = s, .kind = ROW_GLU, .y = gate, .x = up, .n = ((int64_t)n + FLAT_CHUNK - 1) / FLAT_CHUNK, .dim = FLAT_CHUNK, .total = (int64_t)n};
+        j.act = act == OB_ACT_SILU ? 0 : 1;
+        rows_run(&j);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         float g = gate[i], a;
         if (act == OB_ACT_SILU) {
@@ -371,6 +510,12 @@ static void cpu_glu(ob_backend *b, ob_act act, float *gate, const float *up, siz
 }
 
 static void cpu_act_quant_i8(ob_backend *b, float *x, int n, int dim) {
+    cpu_state *s = st(b);
+    if (s->kt) {
+        rows_job j = {.s = s, .kind = ROW_AQ, .y = x, .n = n, .dim = dim};
+        rows_run(&j);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         float *xi = x + (size_t)i * dim;
         float mx = 0;

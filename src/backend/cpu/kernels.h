@@ -114,6 +114,15 @@ typedef struct {
     void (*gemm_f[OB_TYPE_COUNT])(const ob_weight *w, int64_t r0, int64_t r1, const float *x, int n, float *y,
                                   int64_t ldy, float *wbuf);
 
+    /* Row ops of the forward pass (cpu_backend.c runs them over the pool; its plain loops stay the
+     * reference). rms_row: y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), the sum of squares
+     * in double; aq_row: BitNet's act_quant_i8, bit for bit; glu: gate = act(gate) * up with act
+     * 0 = SiLU (a vector exp within 2 ulp in SIMD tables), 1 = squared ReLU; add: y += x. */
+    void (*rms_row)(const float *x, const float *w, float *y, int dim, float eps);
+    void (*aq_row)(float *x, int dim);
+    void (*glu)(int act, float *gate, const float *up, int64_t n);
+    void (*add)(float *y, const float *x, int64_t n);
+
     /* Attention helpers. */
     float (*dot_f32)(const float *a, const float *b, int64_t n);               /* canonical float order */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);

@@ -653,6 +653,97 @@ static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
     for (; i < n; i++) y[i] = __builtin_fmaf(a, ob_fp16_to_fp32(x[i]), y[i]);
 }
 
+/* ---- row ops ---------------------------------------------------------------------------------- */
+
+static void rms_row(const float *x, const float *w, float *y, int dim, float eps) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int k = 0;
+    for (; k + 8 <= dim; k += 8) {
+        __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x + k)), b = _mm256_cvtps_pd(_mm_loadu_ps(x + k + 4));
+        s0 = _mm256_fmadd_pd(a, a, s0);
+        s1 = _mm256_fmadd_pd(b, b, s1);
+    }
+    __m256d t = _mm256_add_pd(s0, s1);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    double ss = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; k < dim; k++) ss += (double)x[k] * x[k];
+    const float inv = (float)(1.0 / __builtin_sqrt(ss / dim + eps));
+    const __m256 vi = _mm256_set1_ps(inv);
+    for (k = 0; k + 8 <= dim; k += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k), vi);
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + k));
+        _mm256_storeu_ps(y + k, v);
+    }
+    for (; k < dim; k++) y[k] = x[k] * inv * (w ? w[k] : 1.0f);
+}
+
+static void aq_row(float *x, int dim) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vm = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= dim; k += 8) vm = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), absm), vm);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    for (; k < dim; k++) mx = __builtin_fmaxf(mx, __builtin_fabsf(x[k]));
+    if (mx < 1e-5f) mx = 1e-5f;
+    const float sf = (1.0f / mx) * 127.0f;
+    const __m256 s = _mm256_set1_ps(sf), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    for (k = 0; k + 8 <= dim; k += 8) {
+        __m256 q = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm256_max_ps(_mm256_min_ps(q, hi), lo);
+        _mm256_storeu_ps(x + k, _mm256_div_ps(q, s));
+    }
+    for (; k < dim; k++) {
+        float q = __builtin_nearbyintf(x[k] * sf);
+        q = q > 127 ? 127 : q < -128 ? -128 : q;
+        x[k] = q / sf;
+    }
+}
+
+/* e^x as in kernels_avx512.c, 2^n built in the exponent field (x clamped to the normal range). */
+INLINE __m256 exp_ps(__m256 x) {
+    const __m256 c = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), c);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 v = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(v, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static void glu(int act, float *gate, const float *up, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_loadu_ps(gate + i), a;
+        if (act == 0) {
+            a = _mm256_div_ps(g, _mm256_add_ps(one, exp_ps(_mm256_sub_ps(zero, g))));
+        } else {
+            __m256 r = _mm256_max_ps(g, zero);
+            a = _mm256_mul_ps(r, r);
+        }
+        _mm256_storeu_ps(gate + i, _mm256_mul_ps(a, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) {
+        float g = gate[i], r = g > 0 ? g : 0;
+        gate[i] = (act == 0 ? g / (1.0f + __builtin_expf(-g)) : r * r) * up[i];
+    }
+}
+
+static void add(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
 static const ob_kernels table = {
     .name = TABLE_NAME,
     .R = 8,
@@ -671,6 +762,10 @@ static const ob_kernels table = {
              [OB_TYPE_IQ4_XS] = ob_kpack_generic},
     .gemm = gemm,
     .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
+    .rms_row = rms_row,
+    .aq_row = aq_row,
+    .glu = glu,
+    .add = add,
     .dot_f32 = dot_f32,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,

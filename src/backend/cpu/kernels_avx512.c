@@ -829,6 +829,85 @@ static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
     }
 }
 
+/* ---- row ops ---------------------------------------------------------------------------------- */
+
+static void rms_row(const float *x, const float *w, float *y, int dim, float eps) {
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    int k = 0;
+    for (; k + 16 <= dim; k += 16) {
+        __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(x + k)), b = _mm512_cvtps_pd(_mm256_loadu_ps(x + k + 8));
+        s0 = _mm512_fmadd_pd(a, a, s0);
+        s1 = _mm512_fmadd_pd(b, b, s1);
+    }
+    double ss = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    for (; k < dim; k++) ss += (double)x[k] * x[k];
+    const float inv = (float)(1.0 / __builtin_sqrt(ss / dim + eps));
+    const __m512 vi = _mm512_set1_ps(inv);
+    for (k = 0; k < dim; k += 16) {
+        const __mmask16 m = dim - k >= 16 ? 0xFFFF : (__mmask16)((1u << (dim - k)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), vi);
+        if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + k));
+        _mm512_mask_storeu_ps(y + k, m, v);
+    }
+}
+
+static void aq_row(float *x, int dim) {
+    __m512 vm = _mm512_setzero_ps();
+    for (int k = 0; k < dim; k += 16) {
+        const __mmask16 m = dim - k >= 16 ? 0xFFFF : (__mmask16)((1u << (dim - k)) - 1);
+        vm = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + k)), vm);
+    }
+    float mx = _mm512_reduce_max_ps(vm);
+    if (mx < 1e-5f) mx = 1e-5f;
+    const __m512 s = _mm512_set1_ps((1.0f / mx) * 127.0f), lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+    for (int k = 0; k < dim; k += 16) {
+        const __mmask16 m = dim - k >= 16 ? 0xFFFF : (__mmask16)((1u << (dim - k)) - 1);
+        __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_max_ps(_mm512_min_ps(q, hi), lo);
+        _mm512_mask_storeu_ps(x + k, m, _mm512_div_ps(q, s));
+    }
+}
+
+/* e^x: x = n ln2 + r, |r| <= ln2/2, Cephes' polynomial, then scalef by 2^n (which saturates to 0
+ * and inf); NaN passes through. */
+INLINE __m512 exp_ps(__m512 x) {
+    const __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512 e = _mm512_scalef_ps(p, n);
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+static void glu(int act, float *gate, const float *up, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 g = _mm512_maskz_loadu_ps(m, gate + i), a;
+        if (act == 0) {
+            a = _mm512_div_ps(g, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(zero, g))));
+        } else {
+            __m512 r = _mm512_max_ps(g, zero);
+            a = _mm512_mul_ps(r, r);
+        }
+        _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+static void add(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
 static const ob_kernels table = {
     .name = "avx512",
     .R = 16,
@@ -846,6 +925,10 @@ static const ob_kernels table = {
              [OB_TYPE_Q3_K] = pack_any, [OB_TYPE_IQ4_XS] = pack_any},
     .gemm = gemm,
     .gemm_f = {[OB_TYPE_F32] = gemm_f32, [OB_TYPE_F16] = gemm_f16, [OB_TYPE_BF16] = gemm_bf16},
+    .rms_row = rms_row,
+    .aq_row = aq_row,
+    .glu = glu,
+    .add = add,
     .dot_f32 = dot_f32,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,

@@ -164,6 +164,39 @@ static float dot_f16(const float *a, const uint16_t *b, int64_t n) {
      [OB_TYPE_Q2_K] = fn, [OB_TYPE_Q3_K] = fn, [OB_TYPE_Q4_K] = fn, [OB_TYPE_Q5_K] = fn, [OB_TYPE_Q6_K] = fn,      \
      [OB_TYPE_IQ4_XS] = fn}
 
+/* ---- row ops: the reference loops of cpu_backend.c ------------------------------------- */
+
+static void rms_row(const float *x, const float *w, float *y, int dim, float eps) {
+    double ss = 0;
+    for (int k = 0; k < dim; k++) ss += (double)x[k] * x[k];
+    float inv = (float)(1.0 / sqrt(ss / dim + eps));
+    for (int k = 0; k < dim; k++) y[k] = x[k] * inv * (w ? w[k] : 1.0f);
+}
+
+static void aq_row(float *x, int dim) {
+    float mx = 0;
+    for (int k = 0; k < dim; k++) mx = fmaxf(mx, fabsf(x[k]));
+    if (mx < 1e-5f) mx = 1e-5f;
+    float s = (1.0f / mx) * 127.0f;
+    for (int k = 0; k < dim; k++) {
+        float q = nearbyintf(x[k] * s);
+        if (q > 127) q = 127;
+        if (q < -128) q = -128;
+        x[k] = q / s;
+    }
+}
+
+static void glu(int act, float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i], r = g > 0 ? g : 0;
+        gate[i] = (act == 0 ? g / (1.0f + expf(-g)) : r * r) * up[i];
+    }
+}
+
+static void add(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
 static const ob_kernels table = {
     .name = "scalar",
     .R = 8,
@@ -172,6 +205,10 @@ static const ob_kernels table = {
     .pack = INT_TYPES(ob_kpack_generic),
     .gemm = gemm_scalar,
     .gemm_f = {[OB_TYPE_F32] = gemm_f, [OB_TYPE_F16] = gemm_f, [OB_TYPE_BF16] = gemm_f},
+    .rms_row = rms_row,
+    .aq_row = aq_row,
+    .glu = glu,
+    .add = add,
     .dot_f32 = dot16,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
