@@ -343,7 +343,9 @@ OB_SUITE(golden_perplexity) {
     CHECK_EQ_INT(r.scored, n - 1);
     CHECK_EQ_INT(r.bos, 1);
     if (ob_test_verbose) fprintf(stderr, "  perplexity %.6f, transformers %.6f\n", r.ppl, want);
-    CHECK_NEAR(r.ppl / want, 1.0, 1e-5);
+    /* 1e-3: perplexity runs with the default f16 KV cache (the logit tests pin f32 and hold
+     * 1e-4 absolute); measured 1.7e-4. */
+    CHECK_NEAR(r.ppl / want, 1.0, 1e-3);
     /* The default method scores only the second half. */
     o.score_all = 0;
     CHECK_EQ_INT(ob_perplexity_compute(m, text, strlen(text), &o, &r, err, sizeof err), 0);
