@@ -419,13 +419,13 @@ static void gemv_q6_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
 
 static void xdec_q8_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
     const uint8_t *blk = row + b * 34;
-    *dw = ob_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
+    *dw = _cvtsh_ss((uint16_t)(blk[0] | blk[1] << 8));
     _mm256_storeu_si256((__m256i *)codes, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80)));
 }
 
 static void xdec_q4_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
     const uint8_t *blk = row + b * 18;
-    *dw = ob_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
+    *dw = _cvtsh_ss((uint16_t)(blk[0] | blk[1] << 8));
     __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2)), m4 = _mm_set1_epi8(15);
     _mm_storeu_si128((__m128i *)codes, _mm_and_si128(x, m4));
     _mm_storeu_si128((__m128i *)(codes + 16), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
@@ -433,7 +433,7 @@ static void xdec_q4_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc
 
 static void xdec_tq2_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
     const uint8_t *blk = row + b * 66;
-    *dw = ob_fp16_to_fp32((uint16_t)(blk[64] | blk[65] << 8));
+    *dw = _cvtsh_ss((uint16_t)(blk[64] | blk[65] << 8));
     __m512i v = _mm512_loadu_si512(blk), m3 = _mm512_set1_epi8(3);
     for (int j = 0; j < 4; j++) {
         __m512i c = _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3);
@@ -444,7 +444,7 @@ static void xdec_tq2_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *s
 
 static void xdec_tq1_0(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
     const uint8_t *blk = row + b * 54;
-    *dw = ob_fp16_to_fp32((uint16_t)(blk[52] | blk[53] << 8));
+    *dw = _cvtsh_ss((uint16_t)(blk[52] | blk[53] << 8));
     const __m512i c86 = _mm512_set1_epi8(86), c171 = _mm512_set1_epi8((char)171), one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
     __m512i p = _mm512_maskz_loadu_epi8(0x000FFFFFFFFFFFFFull, blk);
     for (int k = 0; k < 5; k++) {
@@ -468,8 +468,8 @@ static void xdec_i2_s(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc
 }
 
 INLINE void xdec_kq45(const uint8_t *blk, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm, const int five) {
-    *dw = ob_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8));
-    *dm = -ob_fp16_to_fp32((uint16_t)(blk[2] | blk[3] << 8));
+    *dw = _cvtsh_ss((uint16_t)(blk[0] | blk[1] << 8));
+    *dm = -_cvtsh_ss((uint16_t)(blk[2] | blk[3] << 8));
     uint32_t sm[4];
     k4_unpack(blk + 4, sm);
     const uint8_t *s8 = (const uint8_t *)sm;
@@ -498,7 +498,7 @@ static void xdec_q5_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc
 
 static void xdec_q6_K(const uint8_t *row, int64_t b, uint8_t *codes, int32_t *sc, int32_t *mn, float *dw, float *dm) {
     const uint8_t *blk = row + b * 210;
-    *dw = ob_fp16_to_fp32((uint16_t)(blk[208] | blk[209] << 8));
+    *dw = _cvtsh_ss((uint16_t)(blk[208] | blk[209] << 8));
     _mm512_storeu_si512(sc, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))));
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
@@ -554,15 +554,16 @@ INLINE void pack16(const ob_weight *w, int64_t r0, ob_panel *p, ob_kdec_fn dec) 
                     memset(codes[r] + s * f->qb, 0, (size_t)f->qb);
                     continue;
                 }
-                for (int j = 0; j < nsub; j++) sc[j] = 1, mn[j] = 0;
+                mn[0] = 0;
                 dec(row, b + s, codes[r] + s * f->qb, sc, mn, &dw, &dm);
                 const int live = r < p->nr;
-                for (int j = 0; j < nsub; j++) {
-                    p->sc[((b + s) * nsub + j) * 16 + r] = live ? sc[j] : 0;
-                    p->mn[((b + s) * nsub + j) * 16 + r] = live ? mn[j] : 0;
+                if (f->has_sc)
+                    for (int j = 0; j < nsub; j++) p->sc[((b + s) * nsub + j) * 16 + r] = live ? sc[j] : 0;
+                if (f->has_mn) {
+                    for (int j = 0; j < nsub; j++) p->mn[((b + s) * nsub + j) * 16 + r] = live ? mn[j] : 0;
+                    p->dm[(b + s) * 16 + r] = live ? dm : 0;
                 }
                 p->dw[(b + s) * 16 + r] = live ? dw : 0;
-                p->dm[(b + s) * 16 + r] = live ? dm : 0;
             }
         }
         const int ncodes = nblk * f->qb; /* codes of this step per row */
