@@ -47,6 +47,8 @@ static int usage(void) {
             "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
             "  -r, --repetitions N    timed runs per test (default 5; one warm-up run is added)\n"
             "  -o, --output FMT       md (default), json (array) or jsonl (one object per line)\n"
+            "  -ctk, --cache-type-k T KV cache type of K: f16 (default), f32, q8_0\n"
+            "  -ctv, --cache-type-v T KV cache type of V: f16 (default), f32, q8_0\n"
             "  --device D             cpu (default) | cuda | auto\n");
     return 2;
 }
@@ -92,7 +94,7 @@ typedef struct {
 int ob_cmd_bench(int argc, char **argv) {
     const char *model_path = NULL, *fmt = "md", *device = "cpu";
     int_list lp = {{512}, 1}, ln = {{128}, 1}, lt = {{0}, 1};
-    int n_batch = 512, reps = 5;
+    int n_batch = 512, reps = 5, type_k = OB_KV_F16, type_v = OB_KV_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -104,6 +106,12 @@ int ob_cmd_bench(int argc, char **argv) {
         else if ((!strcmp(a, "-r") || !strcmp(a, "--repetitions")) && has) reps = atoi(argv[++i]);
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has) fmt = argv[++i];
         else if (!strcmp(a, "--device") && has) device = argv[++i];
+        else if ((!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) && has) {
+            int kv = ob_kv_type_from_name(argv[++i]);
+            if (kv < 0) { fprintf(stderr, "bench: %s '%s': not a KV cache type (f16, f32, q8_0)\n", a, argv[i]); return 2; }
+            if (a[3] == 'k' || !strcmp(a, "--cache-type-k")) type_k = kv;
+            else type_v = kv;
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
         else { fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a); return usage(); }
     }
@@ -135,6 +143,8 @@ int ob_cmd_bench(int argc, char **argv) {
         ob_ctx_params cp = ob_ctx_default_params();
         cp.n_ctx = R->n_prompt + R->n_gen + 1;
         cp.n_batch = n_batch;
+        cp.type_k = type_k;
+        cp.type_v = type_v;
         ob_ctx_t *c = NULL;
         if (ob_ctx_new(m, &cp, &c, err, sizeof err)) { fprintf(stderr, "bench: %s\n", err); ob_model_free(m); return 1; }
         int32_t *tok = malloc((size_t)n_batch * sizeof *tok), *pos = malloc((size_t)n_batch * sizeof *pos);
