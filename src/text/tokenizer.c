@@ -16,6 +16,7 @@
  * token_bytes is a copy out of the decoded-piece cache built here and never allocates.
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +366,8 @@ int ob_tokenizer_build(const ob_tokenizer_spec *s, ob_tokenizer_t **out, char *e
         snprintf(err, errlen, "tokenizer: out of memory");
         return -1;
     }
+    static atomic_uint_fast64_t next_uid = 1;
+    t->uid = (uint64_t)atomic_fetch_add(&next_uid, 1);
     t->norm = s->norm;
     t->prechain = s->prechain;
     t->decoder = s->decoder;

@@ -11,9 +11,11 @@
  * Does not own: building the tables (tokenizer.c), the normalizer and pre-tokenizer steps
  * (normalize.c, prechain.c), decoding (detok.c).
  *
- * Encode allocates its scratch per call (prompt processing, not the decode loop).
+ * Encode allocates its scratch per call (prompt processing, not the decode loop), and each thread
+ * keeps a bounded cache of the ids of recent short BPE words (see the word cache below).
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,38 @@
  * (BPE: rank; SPM: score, descending), left symbol position in the low half (ties go left, as in
  * llama.cpp and Hugging Face). An entry is re-checked when popped rather than removed when its
  * pair changes: the pair now at that position is merged iff its priority is still the key's. */
+
+/* ---- word cache ------------------------------------------------------------------------------
+ * Text repeats its words, and the BPE of a word is a pure function of the word, so each thread
+ * keeps the ids of recent short words: direct-mapped, WC_SLOTS entries (about 400 KB), allocated
+ * on the thread's first encode and freed when the thread exits. Entries carry the tokenizer's
+ * uid, so a thread that switches tokenizers never sees another one's ids. */
+#define WC_SLOTS 4096
+#define WC_MAX_BYTES 32
+#define WC_MAX_IDS 12
+typedef struct {
+    uint64_t uid, hash;
+    uint8_t len, n_ids;
+    char bytes[WC_MAX_BYTES];
+    int32_t ids[WC_MAX_IDS];
+} wc_entry;
+
+static pthread_key_t wc_key;
+static pthread_once_t wc_once = PTHREAD_ONCE_INIT;
+static int wc_ok;
+
+static void wc_init(void) { wc_ok = pthread_key_create(&wc_key, free) == 0; }
+
+static wc_entry *wc_get(void) {
+    pthread_once(&wc_once, wc_init);
+    if (!wc_ok) return NULL;
+    wc_entry *w = pthread_getspecific(wc_key);
+    if (!w && (w = calloc(WC_SLOTS, sizeof *w)) && pthread_setspecific(wc_key, w) != 0) {
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
 
 typedef struct {
     const ob_tokenizer_t *t;
@@ -44,7 +78,30 @@ typedef struct {
     ob_strbuf wb;                    /* HF BPE / WordPiece: one candidate token text */
     ob_strbuf norm, norm_tmp;        /* the normalized text of one piece */
     ob_prechain_scratch *pre;
+    wc_entry *wc;                 /* this thread's word cache, or NULL */
 } enc_ctx;
+
+/* The cache entry for word w (NULL: not cacheable); *hit: it holds w's ids. */
+static wc_entry *wc_find(enc_ctx *c, const char *w, size_t n, int *hit) {
+    *hit = 0;
+    if (!c->wc || n == 0 || n > WC_MAX_BYTES) return NULL;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)w[i]) * 1099511628211ULL;
+    wc_entry *e = &c->wc[(h ^ (h >> 29)) & (WC_SLOTS - 1)];
+    *hit = e->uid == c->t->uid && e->hash == h && e->len == n && memcmp(e->bytes, w, n) == 0;
+    if (!*hit) { e->uid = 0; e->hash = h; }
+    return e;
+}
+
+/* After a word's ids were emitted from position from: keep them in e when they fit. */
+static void wc_store(enc_ctx *c, wc_entry *e, const char *w, size_t n, int64_t from) {
+    if (!e || c->failed || c->n - from > WC_MAX_IDS || c->n > c->max_out) return;
+    e->len = (uint8_t)n;
+    memcpy(e->bytes, w, n);
+    e->n_ids = (uint8_t)(c->n - from);
+    memcpy(e->ids, c->out + from, sizeof *e->ids * e->n_ids);
+    e->uid = c->t->uid;
+}
 
 static void emit(enc_ctx *c, int32_t id) {
     if (c->n < c->max_out) c->out[c->n] = id;
@@ -170,8 +227,23 @@ static void bpe_merge_emit(enc_ctx *c, int32_t ni) {
 }
 
 /* A byte-level word: its bytes are the initial symbols. */
+static int bpe_word_uncached(enc_ctx *c, const char *w, size_t n);
+
 static int bpe_word(void *vc, const char *w, size_t n) {
     enc_ctx *c = vc;
+    int hit;
+    wc_entry *e = wc_find(c, w, n, &hit);
+    if (hit) {
+        for (int i = 0; i < e->n_ids; i++) emit(c, e->ids[i]);
+        return 0;
+    }
+    int64_t from = c->n;
+    int rc = bpe_word_uncached(c, w, n);
+    wc_store(c, e, w, n, from);
+    return rc;
+}
+
+static int bpe_word_uncached(enc_ctx *c, const char *w, size_t n) {
     const ob_tokenizer_t *t = c->t;
     const unsigned char *u = (const unsigned char *)w;
     if (ensure(c, n) != 0) return c->failed = 1;
@@ -199,8 +271,23 @@ static int32_t model_tok(const ob_tokenizer_t *t, const char *s, size_t n) {
 /* Hugging Face BPE::merge_word: each character (with continuing_subword_prefix when not first,
  * end_of_word_suffix when last) is a symbol if it is a token, else its bytes' <0xXX> tokens
  * (byte_fallback), else <unk> (consecutive ones fused when fuse_unk). */
+static int hfbpe_word_uncached(enc_ctx *c, const char *w, size_t n);
+
 static int hfbpe_word(void *vc, const char *w, size_t n) {
     enc_ctx *c = vc;
+    int hit;
+    wc_entry *e = wc_find(c, w, n, &hit);
+    if (hit) {
+        for (int i = 0; i < e->n_ids; i++) emit(c, e->ids[i]);
+        return 0;
+    }
+    int64_t from = c->n;
+    int rc = hfbpe_word_uncached(c, w, n);
+    wc_store(c, e, w, n, from);
+    return rc;
+}
+
+static int hfbpe_word_uncached(enc_ctx *c, const char *w, size_t n) {
     const ob_tokenizer_t *t = c->t;
     if (t->byte_level) {   /* a ByteLevel pre-tokenizer hands raw bytes: spell them in its alphabet */
         if (ensure_buf(c, 2 * n) != 0) return c->failed = 1;
@@ -545,6 +632,7 @@ int ob_tokenizer_encode(const ob_tokenizer_t *t, const char *text, size_t len, i
     c.out = out;
     c.max_out = max_out > 0 ? max_out : 0;
     c.parse_special = parse_special;
+    c.wc = wc_get();
     /* add_bos asks for what the vocabulary adds around a text: the post-processor's tokens
      * (tokenizer.json) or BOS / EOS as add_bos_token / add_eos_token say (GGUF). */
     if (add_bos) for (int i = 0; i < t->n_post_pre; i++) emit(&c, t->post_pre[i]);

@@ -47,6 +47,7 @@ typedef struct ob_decoder ob_decoder_t;
 
 struct ob_tokenizer {
     int model;                 /* ob_tok_model */
+    uint64_t uid;              /* unique per built tokenizer (word cache entries carry it) */
     int32_t n_vocab;
     char *text;                /* all token texts back to back */
     size_t *text_off;          /* [n_vocab + 1] */

@@ -161,31 +161,53 @@ static size_t n_newer;
 static pthread_once_t newer_once = PTHREAD_ONCE_INIT;
 
 static void newer_init(void) {
+    /* All code points utf8proc assigns, back to back in one UTF-8 buffer; PCRE2's \p{Cn} then
+     * finds the ones it does not know in a few thousand matches rather than one per code point. */
     int ec;
     PCRE2_SIZE eo;
+    size_t n = 0, cap = 1 << 20, ncp = 0;
+    char *buf = malloc(cap);
+    int32_t *cps = malloc(sizeof *cps * 0x40000);
+    uint32_t *offs = malloc(sizeof *offs * 0x40000);
     pcre2_code *cn = pcre2_compile((PCRE2_SPTR) "\\p{Cn}", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
     pcre2_match_data *md = cn ? pcre2_match_data_create(1, NULL) : NULL;
-    size_t cap = 0;
-    if (!md) goto done;
+    if (!buf || !cps || !offs || !md) goto done;
     (void)pcre2_jit_compile(cn, PCRE2_JIT_COMPLETE);
-    for (int32_t cp = 0; cp <= 0x10FFFF; cp++) {
+    for (int32_t cp = 0; cp <= 0x10FFFF && ncp < 0x40000; cp++) {
         if (cp == 0xD800) cp = 0xE000;
         int c = utf8proc_category(cp);
         if (c == UTF8PROC_CATEGORY_CN || c == UTF8PROC_CATEGORY_CO) continue;
-        char u[4];
-        size_t l = ob_utf8_put(cp, u);
-        if (pcre2_match(cn, (PCRE2_SPTR)u, l, 0, 0, md, NULL) < 0) continue;   /* PCRE2 knows it */
-        if (n_newer == cap) {
-            cap = cap ? cap * 2 : 1024;
-            void *nn = realloc(newer, cap * sizeof *newer);
+        if (n + 4 > cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) goto done;
+            buf = nb;
+        }
+        offs[ncp] = (uint32_t)n;
+        cps[ncp++] = cp;
+        n += ob_utf8_put(cp, buf + n);
+    }
+    size_t cap_new = 0;
+    for (size_t pos = 0; pos < n;) {
+        /* the buffer is valid UTF-8: no per-call check of all of it */
+        if (pcre2_match(cn, (PCRE2_SPTR)buf, n, pos, PCRE2_NO_UTF_CHECK, md, NULL) < 0) break;
+        size_t o = pcre2_get_ovector_pointer(md)[0];
+        size_t lo = 0, hi = ncp;   /* the code point starting at o */
+        while (hi - lo > 1) { size_t mid = (lo + hi) / 2; if (offs[mid] <= o) lo = mid; else hi = mid; }
+        if (n_newer == cap_new) {
+            cap_new = cap_new ? cap_new * 2 : 1024;
+            void *nn = realloc(newer, cap_new * sizeof *newer);
             if (!nn) break;
             newer = nn;
         }
-        newer[n_newer].cp = cp;
-        newer[n_newer].cat = (uint8_t)c;
+        newer[n_newer].cp = cps[lo];
+        newer[n_newer].cat = (uint8_t)utf8proc_category(cps[lo]);
         n_newer++;
+        pos = lo + 1 < ncp ? offs[lo + 1] : n;
     }
 done:
+    free(buf);
+    free(cps);
+    free(offs);
     pcre2_match_data_free(md);
     pcre2_code_free(cn);
 }
