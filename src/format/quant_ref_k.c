@@ -183,22 +183,41 @@ _Static_assert(sizeof(q4_K_block) == 144, "q4_K block must be 144 bytes, as in G
 
 static const ob_kq_spec q4_K_spec = {8, 32, {NULL, 0, 0, 0}, 15, 0, 63, 63, 0};
 
+/* One q4_K / q5_K super-block (qh NULL for q4_K): eight sub-blocks of 32, the 64 elements
+ * of chunk c in qs[32c..32c+31] (low nibbles first), fifth bits at qh bit 2c / 2c + 1. */
+static void k45_decode(const uint8_t dh[2], const uint8_t mh[2], const uint8_t scales[12], const uint8_t *qh,
+                       const uint8_t *qs, float *dst) {
+    const float d = ob_half_load(dh), dmin = ob_half_load(mh);
+    for (int c = 0; c < 4; c++) {
+        int sc, m;
+        k4_scale_min(2 * c, scales, &sc, &m);
+        const float d1 = d * (float)sc, m1 = dmin * (float)m;
+        k4_scale_min(2 * c + 1, scales, &sc, &m);
+        const float d2 = d * (float)sc, m2 = dmin * (float)m;
+        const uint8_t *q = qs + 32 * c, u1 = (uint8_t)(1u << (2 * c)), u2 = (uint8_t)(2u << (2 * c));
+        for (int l = 0; l < 32; l++) *dst++ = d1 * (float)((q[l] & 0x0f) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; l++) *dst++ = d2 * (float)((q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
+    }
+}
+
+/* The codes of one q4_K / q5_K super-block into its fields (qh NULL for q4_K). */
+static void k45_encode(const ob_kq_codes *c, uint8_t dh[2], uint8_t mh[2], uint8_t scales[12], uint8_t *qh, uint8_t *qs) {
+    ob_half_store(dh, c->d);
+    ob_half_store(mh, c->dmin);
+    k4_pack_scales(c->sc, c->mc, scales);
+    if (qh) memset(qh, 0, 32);
+    for (int ch = 0; ch < 4; ch++)
+        for (int l = 0; l < 32; l++) {
+            int l1 = c->L[64 * ch + l], l2 = c->L[64 * ch + 32 + l];
+            qs[32 * ch + l] = (uint8_t)((l1 & 0x0f) | ((l2 & 0x0f) << 4));
+            if (qh) qh[l] |= (uint8_t)(((l1 >> 4) << (2 * ch)) | ((l2 >> 4) << (2 * ch + 1)));
+        }
+}
+
 void ob_dequant_q4_K(const void *src, float *dst, int64_t n) {
     assert(n % QK_K == 0);
     const q4_K_block *b = src;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++) {
-        const float d = ob_half_load(b->d), dmin = ob_half_load(b->dmin);
-        for (int c = 0; c < 4; c++) {
-            int sc, m;
-            k4_scale_min(2 * c, b->scales, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            k4_scale_min(2 * c + 1, b->scales, &sc, &m);
-            const float d2 = d * (float)sc, m2 = dmin * (float)m;
-            const uint8_t *q = b->qs + 32 * c;
-            for (int l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] & 0x0f) - m1;
-            for (int l = 0; l < 32; l++) *dst++ = d2 * (float)(q[l] >> 4) - m2;
-        }
-    }
+    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, dst += QK_K) k45_decode(b->d, b->dmin, b->scales, NULL, b->qs, dst);
 }
 
 void ob_quant_q4_K_w(const float *src, void *dst, int64_t n, const float *imp) {
@@ -209,11 +228,7 @@ void ob_quant_q4_K_w(const float *src, void *dst, int64_t n, const float *imp) {
     for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
         block_weights(imp, w);
         ob_kq_search(&q4_K_spec, src, w, &c);
-        ob_half_store(b->d, c.d);
-        ob_half_store(b->dmin, c.dmin);
-        k4_pack_scales(c.sc, c.mc, b->scales);
-        for (int ch = 0; ch < 4; ch++)
-            for (int l = 0; l < 32; l++) b->qs[32 * ch + l] = (uint8_t)(c.L[64 * ch + l] | (c.L[64 * ch + 32 + l] << 4));
+        k45_encode(&c, b->d, b->dmin, b->scales, NULL, b->qs);
     }
 }
 
@@ -234,19 +249,7 @@ _Static_assert(sizeof(q5_K_block) == 176, "q5_K block must be 176 bytes, as in G
 void ob_dequant_q5_K(const void *src, float *dst, int64_t n) {
     assert(n % QK_K == 0);
     const q5_K_block *b = src;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++) {
-        const float d = ob_half_load(b->d), dmin = ob_half_load(b->dmin);
-        for (int c = 0; c < 4; c++) {
-            int sc, m;
-            k4_scale_min(2 * c, b->scales, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            k4_scale_min(2 * c + 1, b->scales, &sc, &m);
-            const float d2 = d * (float)sc, m2 = dmin * (float)m;
-            const uint8_t *q = b->qs + 32 * c, u1 = (uint8_t)(1u << (2 * c)), u2 = (uint8_t)(2u << (2 * c));
-            for (int l = 0; l < 32; l++) *dst++ = d1 * (float)((q[l] & 0x0f) + (b->qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; l++) *dst++ = d2 * (float)((q[l] >> 4) + (b->qh[l] & u2 ? 16 : 0)) - m2;
-        }
-    }
+    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, dst += QK_K) k45_decode(b->d, b->dmin, b->scales, b->qh, b->qs, dst);
 }
 
 void ob_quant_q5_K_w(const float *src, void *dst, int64_t n, const float *imp) {
@@ -258,16 +261,7 @@ void ob_quant_q5_K_w(const float *src, void *dst, int64_t n, const float *imp) {
     for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
         block_weights(imp, w);
         ob_kq_search(&spec, src, w, &c);
-        ob_half_store(b->d, c.d);
-        ob_half_store(b->dmin, c.dmin);
-        k4_pack_scales(c.sc, c.mc, b->scales);
-        memset(b->qh, 0, 32);
-        for (int ch = 0; ch < 4; ch++)
-            for (int l = 0; l < 32; l++) {
-                int l1 = c.L[64 * ch + l], l2 = c.L[64 * ch + 32 + l];
-                b->qs[32 * ch + l] = (uint8_t)((l1 & 0x0f) | ((l2 & 0x0f) << 4));
-                b->qh[l] |= (uint8_t)(((l1 >> 4) << (2 * ch)) | ((l2 >> 4) << (2 * ch + 1)));
-            }
+        k45_encode(&c, b->d, b->dmin, b->scales, b->qh, b->qs);
     }
 }
 

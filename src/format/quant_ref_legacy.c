@@ -287,73 +287,39 @@ static const ob_kq_spec spec_q4_1 = {1, QK, {NULL, 0, 0, 0}, 15, 1, 1, 1, 1};
 static const ob_kq_spec spec_q5_1 = {1, QK, {NULL, 0, 0, 0}, 31, 1, 1, 1, 1};
 static const ob_kq_spec spec_iq4_nl = {1, QK, {ob_iq4nl_grid, 16, 0, 0}, 0, 1, 1, 0, 0};
 
-/* One block's codes; w = the importance values, or 1 without. */
-static void search_block(const ob_kq_spec *sp, const float *x, const float *imp, ob_kq_codes *c) {
+/* Weighted quantization of n values to one of the types above: each 32-element block
+ * searched, then packed in the type's layout. w = the importance values, or 1 without. */
+static void quant_w(int type, const float *src, void *dst, int64_t n, const float *imp) {
+    assert(n % QK == 0);
+    const ob_kq_spec *sp = type == OB_TYPE_Q4_0 ? &spec_q4_0 : type == OB_TYPE_Q4_1 ? &spec_q4_1 : type == OB_TYPE_Q5_0 ? &spec_q5_0
+                         : type == OB_TYPE_Q5_1 ? &spec_q5_1 : &spec_iq4_nl;
+    const size_t bytes = (size_t)ob_type_get(type)->type_size;
+    uint8_t *b = dst;
     float w[QK];
-    for (int i = 0; i < QK; i++) w[i] = imp ? imp[i] : 1.0f;
-    ob_kq_search(sp, x, w, c);
-}
-
-/* The stored offset of q4_1 / q5_1: value = d * L + m, while the search decodes d * L - dmin * mc. */
-static float stored_min(const ob_kq_codes *c) { return c->mc[0] ? -c->dmin : 0.0f; }
-
-void ob_quant_q4_0_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK == 0);
-    uint8_t *b = dst; /* q4_0: fp16 d, 16 nibble bytes */
     ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK; ib++, b += 18, src += QK, imp = imp ? imp + QK : NULL) {
-        search_block(&spec_q4_0, src, imp, &c);
-        ob_half_store(b, c.d);
-        pack_nibbles(c.L, b + 2); /* level index = level + 8 = the stored nibble */
+    for (int64_t ib = 0; ib < n / QK; ib++, b += bytes, src += QK, imp = imp ? imp + QK : NULL) {
+        for (int i = 0; i < QK; i++) w[i] = imp ? imp[i] : 1.0f;
+        ob_kq_search(sp, src, w, &c);
+        /* value = d * L + m for q4_1 / q5_1, while the search decodes d * L - dmin * mc */
+        const float m = c.mc[0] ? -c.dmin : 0.0f;
+        ob_half_store(b, c.d); /* every layout here starts with the fp16 scale */
+        switch (type) {
+        case OB_TYPE_Q4_1: ob_half_store(((q4_1_block *)b)->m, m); pack_nibbles(c.L, ((q4_1_block *)b)->qs); break;
+        case OB_TYPE_Q5_0: pack_nibbles(c.L, ((q5_0_block *)b)->qs); ob_put_le32(((q5_0_block *)b)->qh, fifth_bits(c.L)); break;
+        case OB_TYPE_Q5_1:
+            ob_half_store(((q5_1_block *)b)->m, m);
+            pack_nibbles(c.L, ((q5_1_block *)b)->qs);
+            ob_put_le32(((q5_1_block *)b)->qh, fifth_bits(c.L));
+            break;
+        default: pack_nibbles(c.L, b + 2); break; /* q4_0 / iq4_nl: level index = the stored nibble */
+        }
     }
 }
 
-void ob_quant_q4_1_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK == 0);
-    q4_1_block *b = dst;
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK; ib++, b++, src += QK, imp = imp ? imp + QK : NULL) {
-        search_block(&spec_q4_1, src, imp, &c);
-        ob_half_store(b->d, c.d);
-        ob_half_store(b->m, stored_min(&c));
-        pack_nibbles(c.L, b->qs);
-    }
-}
-
-void ob_quant_q5_0_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK == 0);
-    q5_0_block *b = dst;
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK; ib++, b++, src += QK, imp = imp ? imp + QK : NULL) {
-        search_block(&spec_q5_0, src, imp, &c);
-        ob_half_store(b->d, c.d);
-        pack_nibbles(c.L, b->qs);
-        ob_put_le32(b->qh, fifth_bits(c.L));
-    }
-}
-
-void ob_quant_q5_1_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK == 0);
-    q5_1_block *b = dst;
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK; ib++, b++, src += QK, imp = imp ? imp + QK : NULL) {
-        search_block(&spec_q5_1, src, imp, &c);
-        ob_half_store(b->d, c.d);
-        ob_half_store(b->m, stored_min(&c));
-        pack_nibbles(c.L, b->qs);
-        ob_put_le32(b->qh, fifth_bits(c.L));
-    }
-}
-
-void ob_quant_iq4_nl_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK == 0);
-    iq4_nl_block *b = dst;
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK; ib++, b++, src += QK, imp = imp ? imp + QK : NULL) {
-        search_block(&spec_iq4_nl, src, imp, &c);
-        ob_half_store(b->d, c.d);
-        pack_nibbles(c.L, b->qs);
-    }
-}
+void ob_quant_q4_0_w(const float *src, void *dst, int64_t n, const float *imp) { quant_w(OB_TYPE_Q4_0, src, dst, n, imp); }
+void ob_quant_q4_1_w(const float *src, void *dst, int64_t n, const float *imp) { quant_w(OB_TYPE_Q4_1, src, dst, n, imp); }
+void ob_quant_q5_0_w(const float *src, void *dst, int64_t n, const float *imp) { quant_w(OB_TYPE_Q5_0, src, dst, n, imp); }
+void ob_quant_q5_1_w(const float *src, void *dst, int64_t n, const float *imp) { quant_w(OB_TYPE_Q5_1, src, dst, n, imp); }
+void ob_quant_iq4_nl_w(const float *src, void *dst, int64_t n, const float *imp) { quant_w(OB_TYPE_IQ4_NL, src, dst, n, imp); }
 
 void ob_quant_iq4_nl(const float *src, void *dst, int64_t n) { ob_quant_iq4_nl_w(src, dst, n, NULL); }
