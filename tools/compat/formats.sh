@@ -29,6 +29,12 @@
 #   CHUNKS     512-token chunks of TEXT for the KL divergence (default 8)
 #   KL         0: skip the KL divergence runs
 #   MODELS     subset of "golden-llama golden-qwen2 random256 demo"
+#   OB_REV     what to print as 1bit's revision (default: git HEAD, and whether src/ is modified)
+#   IMATRIX    0: skip section 5 (the demo model quantized with an importance matrix that
+#              tools/compat/make_imatrix.c computes over IMTEXT, default the first 300 kB of
+#              the training texts in build/corpus/out/train.jsonl.gz: not the KL text)
+#   SECTIONS   which of 1..5 to print (default "1 2 3 4 5"); files already quantized are reused
+#              when REUSE=1
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -39,6 +45,10 @@ THREADS=${THREADS:-2}
 TEXT=${TEXT:-build/corpus/out/valid.txt}
 CHUNKS=${CHUNKS:-8}
 KL=${KL:-1}
+IMATRIX=${IMATRIX:-1}
+SECTIONS=${SECTIONS:-"1 2 3 4 5"}
+REUSE=${REUSE:-0}
+on() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ -z "${DEMO:-}" ]; then
     for d in models/twin-f16.gguf build/demo/gguf/twin-f16.gguf; do [ -f "$d" ] && { DEMO=$d; break; }; done
 fi
@@ -63,6 +73,8 @@ cc -O2 -Wall -Wextra -std=c17 -D_GNU_SOURCE -Iinclude tools/compat/ob_logits.c t
    $LIBS -o "$OUT/ob_logits" || die "building ob_logits failed"
 cc -O2 -Wall -Wextra -std=c17 -D_GNU_SOURCE -Isrc tools/compat/weight_err.c build/lib1bit.a $LIBS -o "$OUT/weight_err" \
    || die "building weight_err failed"
+cc -O2 -Wall -Wextra -std=c17 -D_GNU_SOURCE -Iinclude -Isrc tools/compat/make_imatrix.c build/lib1bit.a $LIBS -o "$OUT/make_imatrix" \
+   || die "building make_imatrix failed"
 
 # ---- models ----------------------------------------------------------------------------------
 # model_src / model_tokens / model_vocab for each name; sources are f32 (converted) or the
@@ -106,9 +118,11 @@ label() { local k=${1%%:*} n=${1#*:}; [ "$k" = pure ] && { [ "$n" = MXFP4_MOE ] 
 flags() { [ "${1%%:*}" = pure ] && echo "--pure"; }
 
 # ---- quantize everything once ------------------------------------------------------------
-for m in $MODELS_ON; do
+on 1 || on 2 || on 3 || on 4 || MODELS_Q=""
+for m in ${MODELS_Q-$MODELS_ON}; do
     for sp in $SPECS; do
         n=${sp#*:}; tag=$(echo "$sp" | tr ':' '-')
+        [ "$REUSE" = 1 ] && [ -f "$OUT/$m-ll-$tag.gguf" ] && [ -f "$OUT/$m-ob-$tag.gguf" ] && continue
         "$QUANTIZE" $(flags "$sp") "${SRC[$m]}" "$OUT/$m-ll-$tag.gguf" "$n" "$THREADS" >"$OUT/$m-ll-$tag.log" 2>&1 ||
             rm -f "$OUT/$m-ll-$tag.gguf"
         $OB quantize $(flags "$sp") "${SRC[$m]}" "$OUT/$m-ob-$tag.gguf" "$n" "$THREADS" >"$OUT/$m-ob-$tag.log" 2>&1 ||
@@ -168,15 +182,17 @@ echo "## Run"
 echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "- machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load average at start $(cut -d' ' -f1 /proc/loadavg)"
-echo "- 1bit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' + uncommitted changes in src/ include/')"
+if [ -n "${OB_REV:-}" ]; then echo "- 1bit: $OB_REV"; else
+echo "- 1bit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' + uncommitted changes in src/ include/')"; fi
 echo "- llama.cpp: $(git -C "$LLAMA_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown), CPU, $THREADS threads; llama_logits: KV f32, flash attention off, no repacking"
 echo "- models:$(for m in $MODELS_ON; do printf ' %s (%s)' "$m" "${SRC[$m]}"; done)"
 echo
 
-section_engines ll "## 1. Files written by llama-quantize, in both engines"
-section_engines ob "## 2. Files written by \`1bit quantize\`, in both engines"
+on 1 && section_engines ll "## 1. Files written by llama-quantize, in both engines"
+on 2 && section_engines ob "## 2. Files written by \`1bit quantize\`, in both engines"
 
 # ---- the two quantizers side by side -----------------------------------------------------------
+if on 3; then
 echo "## 3. \`1bit quantize\` against \`llama-quantize\` on the same source"
 echo
 echo "| model | type | tensor types | tensors of the same type: bytes |"
@@ -189,6 +205,7 @@ for m in $MODELS_ON; do
     done
 done
 echo
+fi
 
 # ---- quality -----------------------------------------------------------------------------------
 kl_ob() { # kl_ob FILE -> "kld top" by 1bit perplexity
@@ -212,31 +229,73 @@ for n,(ty,sh,off,nb) in t.items():
 print("%.3f" % (8*b/e))' "$1"
 }
 
+if on 4 || on 5; then
+    if [ "$KL" = 1 ] && [ -n "${SRC[demo]:-}" ]; then
+        $OB perplexity -m "${SRC[demo]}" -f "$TEXT" -c 512 --chunks "$CHUNKS" -t "$THREADS" --kl-divergence-base "$OUT/demo.kld" >/dev/null 2>&1
+        "$LLBIN/llama-perplexity" -m "${SRC[demo]}" -f "$TEXT" -c 512 --chunks "$CHUNKS" -t "$THREADS" --no-repack \
+            --kl-divergence-base "$OUT/demo.llkld" >/dev/null 2>&1
+    fi
+fi
+quality_row() { # quality_row MODEL LABEL A.gguf B.gguf [--imatrix F]: one table row, 1bit's file A against llama.cpp's B
+    local m=$1 lab=$2 a=$3 b=$4; shift 4
+    local ea eb ratio la= lb= lta= ltb= oa= obb= ota= otb= col=2
+    [ $# -gt 0 ] && col=8 # with an importance matrix: the weighted RMSE
+    ea=$("$OUT/weight_err" "${SRC[$m]}" "$a" "$@" | awk -v c=$col '{print $c}')
+    eb=$("$OUT/weight_err" "${SRC[$m]}" "$b" "$@" | awk -v c=$col '{print $c}')
+    ratio=$(python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.4f' % (a/b) if b else '-')" "$ea" "$eb")
+    if [ "$m" = demo ] && [ "$KL" = 1 ]; then
+        read -r la lta <<<"$(kl_ll "$a")"; read -r lb ltb <<<"$(kl_ll "$b")"
+        read -r oa ota <<<"$(kl_ob "$a")"; read -r obb otb <<<"$(kl_ob "$b")"
+    fi
+    echo "| $m | $lab | $(bpw "$a") | $(bpw "$b") | $ea | $eb | $ratio | $la | $lb | $lta | $ltb | $oa | $obb | $ota | $otb |"
+}
+QHEAD="| model | type | bits/weight 1bit | bits/weight llama.cpp | RMSE 1bit | RMSE llama.cpp | 1bit/llama.cpp | KL llp 1bit | KL llp llama.cpp | top llp 1bit | top llp llama.cpp | KL 1bp 1bit | KL 1bp llama.cpp | top 1bp 1bit | top 1bp llama.cpp |"
+QSEP="| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+
+if on 4; then
 echo "## 4. Quality: weight error against the source, and (demo model) KL divergence against f16"
 echo
 if [ "$KL" = 1 ] && [ -n "${SRC[demo]:-}" ]; then
-    $OB perplexity -m "${SRC[demo]}" -f "$TEXT" -c 512 --chunks "$CHUNKS" -t "$THREADS" --kl-divergence-base "$OUT/demo.kld" >/dev/null 2>&1
-    "$LLBIN/llama-perplexity" -m "${SRC[demo]}" -f "$TEXT" -c 512 --chunks "$CHUNKS" -t "$THREADS" --no-repack \
-        --kl-divergence-base "$OUT/demo.llkld" >/dev/null 2>&1
     echo "KL columns: mean KL divergence / same-top-token % over $CHUNKS chunks of 512 tokens of \`$TEXT\` (second halves),"
     echo "measured by llama.cpp's llama-perplexity (llp) and by \`1bit perplexity\` (1bp) against the f16 model's own run in each engine."
     echo
 fi
-echo "| model | type | bits/weight 1bit | bits/weight llama.cpp | RMSE 1bit | RMSE llama.cpp | 1bit/llama.cpp | KL llp 1bit | KL llp llama.cpp | top llp 1bit | top llp llama.cpp | KL 1bp 1bit | KL 1bp llama.cpp | top 1bp 1bit | top 1bp llama.cpp |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "$QHEAD"
+echo "$QSEP"
 for m in random256 demo; do
     [ -n "${SRC[$m]:-}" ] || continue
     for sp in $SPECS; do
         tag=$(echo "$sp" | tr ':' '-'); a=$OUT/$m-ob-$tag.gguf; b=$OUT/$m-ll-$tag.gguf
-        [ -f "$a" ] && [ -f "$b" ] || continue
-        ea=$("$OUT/weight_err" "${SRC[$m]}" "$a" | awk '{print $2}'); eb=$("$OUT/weight_err" "${SRC[$m]}" "$b" | awk '{print $2}')
-        ratio=$(python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.4f' % (a/b) if b else '-')" "$ea" "$eb")
-        la= lb= lta= ltb= oa= obb= ota= otb=
-        if [ "$m" = demo ] && [ "$KL" = 1 ]; then
-            read -r la lta <<<"$(kl_ll "$a")"; read -r lb ltb <<<"$(kl_ll "$b")"
-            read -r oa ota <<<"$(kl_ob "$a")"; read -r obb otb <<<"$(kl_ob "$b")"
-        fi
-        echo "| $m | $(label "$sp") | $(bpw "$a") | $(bpw "$b") | $ea | $eb | $ratio | $la | $lb | $lta | $ltb | $oa | $obb | $ota | $otb |"
+        [ -f "$a" ] && [ -f "$b" ] && quality_row "$m" "$(label "$sp")" "$a" "$b"
     done
 done
 echo
+fi
+
+# ---- with an importance matrix -------------------------------------------------------------------
+if on 5 && [ "$IMATRIX" = 1 ] && [ -n "${SRC[demo]:-}" ]; then
+    IMTEXT=${IMTEXT:-$OUT/imatrix-text.txt}
+    [ -f "$IMTEXT" ] || zcat build/corpus/out/train.jsonl.gz 2>/dev/null | python3 -c '
+import json, sys
+n = 0
+for line in sys.stdin:
+    t = json.loads(line).get("text") or ""
+    sys.stdout.write(t + "\n\n"); n += len(t)
+    if n > 300000: break' >"$IMTEXT"
+    "$OUT/make_imatrix" -m "${SRC[demo]}" -f "$IMTEXT" -o "$OUT/demo.imatrix" --chunks 16 --threads "$THREADS" >"$OUT/imatrix.log" 2>&1 ||
+        die "make_imatrix failed: $(tail -1 "$OUT/imatrix.log")"
+    echo "## 5. The demo model with an importance matrix (the same file for both quantizers)"
+    echo
+    echo "\`tools/compat/make_imatrix\` over 16 chunks of 512 tokens of \`$IMTEXT\` (training text, not the KL text)."
+    echo "RMSE columns: importance-weighted (sqrt(sum imp*d^2 / sum imp)); KL columns as in section 4."
+    echo
+    echo "$QHEAD"
+    echo "$QSEP"
+    for sp in ${IMSPECS:-pure:Q4_0 pure:Q4_1 pure:Q5_0 pure:Q5_1 pure:IQ4_NL pure:IQ4_XS pure:Q2_K pure:Q3_K pure:Q4_K pure:Q5_K pure:Q6_K mix:Q4_K_M mix:Q2_K_S mix:Q3_K_M}; do
+        n=${sp#*:}; tag=$(echo "$sp" | tr ':' '-'); a=$OUT/demo-obi-$tag.gguf; b=$OUT/demo-lli-$tag.gguf
+        "$QUANTIZE" --imatrix "$OUT/demo.imatrix" $(flags "$sp") "${SRC[demo]}" "$b" "$n" "$THREADS" >"$OUT/demo-lli-$tag.log" 2>&1 || rm -f "$b"
+        $OB quantize --imatrix "$OUT/demo.imatrix" $(flags "$sp") "${SRC[demo]}" "$a" "$n" "$THREADS" >"$OUT/demo-obi-$tag.log" 2>&1 || rm -f "$a"
+        [ -f "$a" ] && [ -f "$b" ] && quality_row demo "$(label "$sp")" "$a" "$b" --imatrix "$OUT/demo.imatrix"
+    done
+    echo
+fi
