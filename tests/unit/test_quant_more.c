@@ -177,8 +177,174 @@ static void test_search_error(void) {
     free(q);
 }
 
+/* ---- hand-made blocks: bytes that follow from the layouts -------------------------------- */
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static void test_legacy_blocks(void) {
+    float x[32], y[32];
+    uint8_t b[32];
+    /* q4_1: minimum 0.5, step (8.25 - 0.5) / 15; element 0 on nibble 0, element 31 on 15 */
+    for (int i = 0; i < 32; i++) x[i] = 0.5f + 0.25f * (float)i;
+    ob_type_get(OB_TYPE_Q4_1)->from_float(x, b, 32);
+    CHECK_EQ_INT(le16(b), ob_fp32_to_fp16(7.75f / 15.0f));
+    CHECK_EQ_INT(le16(b + 2), 0x3800); /* m = 0.5 */
+    CHECK_EQ_INT(b[4] & 0x0f, 0);
+    CHECK_EQ_INT(b[4 + 15] >> 4, 15);
+    /* q5_0: x = i - 16, the largest magnitude (-16, first) gives d = 1 and q = i: nibbles j
+     * and j + 16 share byte j, the fifth bits of elements 16..31 fill bits 16..31 of qh */
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 16);
+    ob_type_get(OB_TYPE_Q5_0)->from_float(x, b, 32);
+    CHECK_EQ_INT(le16(b), 0x3c00);
+    CHECK(b[2] == 0 && b[3] == 0 && b[4] == 0xff && b[5] == 0xff);
+    int ok = 1;
+    for (int j = 0; j < 16; j++) ok &= b[6 + j] == (uint8_t)(j | (j << 4));
+    CHECK(ok);
+    ob_type_get(OB_TYPE_Q5_0)->to_float(b, y, 32);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    /* mxfp4: amax 6 -> e = floor(log2 6) - 2 + 127 = 127, scale 2^-1: the e2m1 values exactly */
+    static const float fp4[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (int i = 0; i < 32; i++) x[i] = fp4[i % 16];
+    x[8] = x[24] = 0.0f; /* +0 is index 0, the first of the two zeros */
+    ob_type_get(OB_TYPE_MXFP4)->from_float(x, b, 32);
+    CHECK_EQ_INT(b[0], 127);
+    CHECK_EQ_INT(b[1], 0x00);        /* elements 0 and 16 */
+    CHECK_EQ_INT(b[1 + 7], 0x77);    /* elements 7 and 23: 6.0 */
+    CHECK_EQ_INT(b[1 + 15], 0xff);   /* elements 15 and 31: -6.0 */
+    ob_type_get(OB_TYPE_MXFP4)->to_float(b, y, 32);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    /* iq4_nl: values on the grid times an fp16 scale come back exactly */
+    static const int8_t grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    for (int i = 0; i < 32; i++) x[i] = 0.25f * grid[(i * 7) % 16];
+    ob_type_get(OB_TYPE_IQ4_NL)->from_float(x, b, 32);
+    ob_type_get(OB_TYPE_IQ4_NL)->to_float(b, y, 32);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+    CHECK_EQ_INT(b[2] & 0x0f, 0); /* element 0: grid[0] */
+}
+
+/* q4_K and q6_K blocks written byte by byte from the layout description (quant_ref_k.c's
+ * comments), decoded by the library: the formula must come out. */
+static void test_k_blocks(void) {
+    uint8_t b[210];
+    float y[256];
+    /* q4_K: d = 1, dmin = 0.5; sub-block j has scale j + 1 and min 2j + 40 (6 bits, > 15 so the
+     * top bits are used); element e has level e % 16 */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x3c, b[2] = 0x00, b[3] = 0x38;
+    uint8_t *sc = b + 4, *qs = b + 16;
+    for (int j = 0; j < 8; j++) {
+        int s = j + 1, m = 2 * j + 40;
+        if (j < 4) {
+            sc[j] |= (uint8_t)s;
+            sc[j + 4] |= (uint8_t)m;
+        } else {
+            sc[j + 4] = (uint8_t)((s & 15) | ((m & 15) << 4));
+            sc[j - 4] |= (uint8_t)((s >> 4) << 6);
+            sc[j] |= (uint8_t)((m >> 4) << 6);
+        }
+    }
+    for (int e = 0; e < 256; e++) qs[(e / 64) * 32 + e % 32] |= (uint8_t)((e % 16) << ((e % 64) >= 32 ? 4 : 0));
+    ob_type_get(OB_TYPE_Q4_K)->to_float(b, y, 256);
+    int bad = 0;
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32;
+        bad += y[e] != (float)(j + 1) * (float)(e % 16) - 0.5f * (float)(2 * j + 40);
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* q6_K: d = 0.25, scale of sub-block j = j - 8 (signed), element e has level (e * 5) % 64 - 32 */
+    memset(b, 0, sizeof b);
+    b[208] = 0x00, b[209] = 0x34;
+    for (int j = 0; j < 16; j++) b[192 + j] = (uint8_t)(int8_t)(j - 8);
+    for (int e = 0; e < 256; e++) {
+        int q = (e * 5) % 64, h = e / 128, r = e % 128, l = r % 32, part = r / 32; /* part: l, l+32, l+64, l+96 */
+        uint8_t *ql = b + 64 * h + l + (part & 1) * 32, *qh = b + 128 + 32 * h + l;
+        *ql |= (uint8_t)((q & 15) << (part >= 2 ? 4 : 0));
+        *qh |= (uint8_t)((q >> 4) << (2 * part));
+    }
+    ob_type_get(OB_TYPE_Q6_K)->to_float(b, y, 256);
+    bad = 0;
+    for (int e = 0; e < 256; e++) bad += y[e] != 0.25f * (float)(e / 16 - 8) * (float)((e * 5) % 64 - 32);
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* ---- round trips and extreme inputs ----------------------------------------------------- */
+
+static const int searched[] = {OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_IQ4_NL, OB_TYPE_IQ4_XS};
+
+static void test_round_trips(void) {
+    const int n = 4096;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *y2 = malloc(n * sizeof *y2);
+    uint8_t *q = malloc(n * 2);
+    gen_weights(x, 4, 1024, 9);
+    /* Quantizing a decoded tensor again: the symmetric-grid searches find the same values
+     * exactly (their codes are reachable from any of the decoded values' scales); the
+     * scale-and-min K types come within a fifth of the first pass's error. */
+    for (size_t k = 0; k < sizeof searched / sizeof searched[0]; k++) {
+        const ob_type_traits *t = ob_type_get(searched[k]);
+        t->from_float(x, q, n);
+        t->to_float(q, y, n);
+        t->from_float(y, q, n);
+        t->to_float(q, y2, n);
+        double e1 = 0, e2 = 0;
+        for (int i = 0; i < n; i++) {
+            e1 += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+            e2 += ((double)y2[i] - y[i]) * ((double)y2[i] - y[i]);
+        }
+        int asym = searched[k] == OB_TYPE_Q2_K || searched[k] == OB_TYPE_Q4_K || searched[k] == OB_TYPE_Q5_K;
+        if (ob_test_verbose || e2 > (asym ? 0.04 * e1 : 0)) fprintf(stderr, "  %s requantized: %.3g of the first pass's error\n", t->name, sqrt(e2 / e1));
+        CHECK(asym ? e2 <= 0.04 * e1 : e2 == 0);
+    }
+    free(x);
+    free(y);
+    free(y2);
+    free(q);
+}
+
+static void test_extremes(void) {
+    float *x = malloc(GEN_N * sizeof *x), *y = malloc(GEN_N * sizeof *y);
+    uint8_t *q = malloc(GEN_N * 2);
+    static const int all[] = {OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_MXFP4, OB_TYPE_IQ4_NL, OB_TYPE_Q2_K,
+                              OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_IQ4_XS};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+        const ob_type_traits *t = ob_type_get(all[k]);
+        /* gen_input: zeros, constants, fp16-subnormal scales, values near the fp16 limit, ties */
+        gen_input(x, GEN_N, GEN_SEED);
+        t->from_float(x, q, GEN_N);
+        t->to_float(q, y, GEN_N);
+        int bad = 0, zero_bad = 0;
+        for (int i = 0; i < GEN_N; i++) bad += !isfinite(y[i]);
+        CHECK_EQ_INT(bad, 0);
+        /* all zeros decode to zeros, with and without an importance vector */
+        memset(x, 0, 512 * sizeof *x);
+        float imp[512];
+        for (int i = 0; i < 512; i++) imp[i] = 1.0f + (float)(i % 3);
+        for (int wi = 0; wi < 2; wi++) {
+            ob_quantize_rows(all[k], x, q, 1, 512, wi ? imp : NULL);
+            t->to_float(q, y, 512);
+            for (int i = 0; i < 512; i++) zero_bad += y[i] != 0.0f;
+        }
+        CHECK_EQ_INT(zero_bad, 0);
+        /* NaN and infinity in the input: no crash, no hang, the other blocks unharmed */
+        gen_weights(x, 2, 512, 3);
+        x[5] = NAN;
+        x[300] = INFINITY;
+        t->from_float(x, q, 1024);
+        t->to_float(q, y, 1024);
+        bad = 0;
+        for (int i = 512; i < 1024; i++) bad += !isfinite(y[i]) || fabsf(y[i] - x[i]) > 0.5f;
+        CHECK_EQ_INT(bad, 0);
+    }
+    free(x);
+    free(y);
+    free(q);
+}
+
 OB_SUITE(quant_more) {
     test_dequant_identity();
     test_rtn_identity();
     test_search_error();
+    test_legacy_blocks();
+    test_k_blocks();
+    test_round_trips();
+    test_extremes();
 }
