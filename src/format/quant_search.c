@@ -13,7 +13,11 @@
  *     the super-scales are refitted jointly by least squares over the whole super-block.
  * Does not own: layouts, or what the weights are (callers).
  *
- * Sums run in double: the error of a good fit is a small difference of large sums.
+ * Precision: the scale-and-offset fit computes its error as a difference of large sums, so
+ * it sums in double; the one-scale sweep only compares candidates (sum xv^2 / sum v^2, at most
+ * 256 terms), so it sums in float; errors of decoded blocks are sums of squares, in float.
+ * "At least as good" is measured, not proven: tests/unit/test_quant_more.c compares with
+ * llama.cpp on weight-like data, tools/compat/formats.sh on the demo model (docs/formats.md).
  */
 #include <math.h>
 #include <pthread.h>
