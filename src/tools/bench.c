@@ -137,8 +137,13 @@ int ob_cmd_bench(int argc, char **argv) {
         ob_model_t *m = NULL;
         if (ob_model_load(model_path, &mp, &m, err, sizeof err)) { fprintf(stderr, "bench: %s\n", err); return 1; }
         info = ob_model_get_info(m);
-        static ob_model_info keep;
+        static ob_model_info keep; /* outlives the model: its strings are copied */
+        static char keep_name[256], keep_arch[64], keep_type[32];
         keep = *info;
+        snprintf(keep_name, sizeof keep_name, "%s", info->name ? info->name : "");
+        snprintf(keep_arch, sizeof keep_arch, "%s", info->arch ? info->arch : "");
+        snprintf(keep_type, sizeof keep_type, "%s", info->type_name ? info->type_name : "");
+        keep.name = keep_name, keep.arch = keep_arch, keep.type_name = keep_type;
         info = &keep;
         ob_ctx_params cp = ob_ctx_default_params();
         cp.n_ctx = R->n_prompt + R->n_gen + 1;
