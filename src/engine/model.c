@@ -257,6 +257,10 @@ int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, 
     *out = NULL;
     ob_model_params defp = ob_model_default_params();
     if (!p) p = &defp;
+    /* Naming ob_has_default_model here links embedded.c (and its registration of the built-in
+     * model) into every program that loads models, not only those that ask for it. */
+    if (path && !strcmp(path, OB_DEFAULT_MODEL) && !ob_has_default_model())
+        return ERR("model '%s': this build has no built-in model (built with EMBED_MODEL=)", path);
     ob_model_t *m = calloc(1, sizeof *m);
     if (!m) return ERR("model: out of memory");
     if (ob_gguf_open(path, &m->gguf, err, errlen) != 0) goto fail;
