@@ -557,7 +557,6 @@ int ob_tmpl_compile(const char *src, size_t len, ob_tmpl_t **out, char *err, siz
     size_t ntok;
     tp_token *toks = tp_lex(&t->arena, src, len, &ntok);
     t->root = tp_parse(&t->arena, toks, ntok);
-    tp_fold_constants(t->root);
     *out = t;
     return 0;
 }

@@ -513,8 +513,17 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
     case F_FORCEESCAPE: return tp_escape(r, plain(tp_str_of(r, in)));
     case F_FILESIZEFORMAT: {
         BIND("binary");
-        tv fv = tp_apply_filter(r, F_FLOAT, in, &(tp_args){0});
-        double bytes = fv.u.f;
+        double bytes;   /* float(value) */
+        if (is_num(in)) bytes = in.t == TV_FLOAT ? in.u.f : (double)in.u.i;
+        else if (in.t == TV_STR) {
+            tv fv = str_method(r, in, "__float__", 0, NULL);
+            if (fv.t != TV_FLOAT) tp_rfail(r, "could not convert string to float: '%s'", in.u.s->s);
+            bytes = fv.u.f;
+        } else if (in.t == TV_UNDEF) {
+            tp_undef_fail(r, in);
+        } else {
+            tp_rfail(r, "float() argument must be a string or a real number, not '%s'", tp_type_name(in));
+        }
         int binary = tp_truthy(or_default(p[0], tp_bool(0)));
         double base = binary ? 1024 : 1000;
         static const char *const pre[2][8] = {{"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"},
@@ -757,7 +766,13 @@ tv tp_apply_filter(tp_render *r, int id, tv in, tp_args *a) {
         const char *safe_chars = "_.-~";
         for (size_t i = 0, n = pairs.t == TV_LIST ? pairs.u.l->n : 1; i < n; i++) {
             for (int part = 0; part < (pairs.t == TV_LIST ? 2 : 1); part++) {
-                tv x = pairs.t == TV_LIST ? tp_getitem(r, pairs.u.l->v[i], tp_int(part)) : in;
+                tv x = in;
+                if (pairs.t == TV_LIST) {   /* for k, v in items */
+                    tv kv = tp_iter_list(r, pairs.u.l->v[i]);
+                    if (kv.u.l->n != 2)
+                        tp_rfail(r, "%s values to unpack (expected 2, got %zu)", kv.u.l->n > 2 ? "too many" : "not enough", kv.u.l->n);
+                    x = kv.u.l->v[part];
+                }
                 tv s = tp_str_of(r, x);
                 if (pairs.t == TV_LIST) tp_buf_put(r, &b, part ? "=" : i ? "&" : "", part || i ? 1 : 0);
                 for (size_t k = 0; k < s.u.s->len; k++) {

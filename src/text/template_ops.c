@@ -98,8 +98,9 @@ tv tp_getitem(tp_render *r, tv obj, tv key) {
         if (obj.t == TV_NS) {
             tv *p = tp_dict_find_c(obj.u.d, key.u.s->s);
             if (p) return *p;
-        } else if (obj.t == TV_LOOP || tp_has_method(obj, key.u.s->s)) {
-            return tp_getattr(r, obj, key.u.s->s);
+        } else if (obj.t == TV_LOOP || obj.t == TV_CYCLER || (obj.t == TV_LIST && obj.sub == SEQ_GROUP) ||
+                   tp_has_method(obj, key.u.s->s)) {
+            return tp_getattr(r, obj, key.u.s->s);   /* jinja2's getitem falls back to getattr */
         }
         return tp_undef(key.u.s->s, obj.t);
     }

@@ -873,7 +873,7 @@ done:
  * if statement or an inline if (a "soft" frame), where it fails only if it runs. Loops,
  * macros, call / filter / with / set blocks start frames that are not soft again. */
 static void check_unknown(parser *P, const tnode *n, int soft) {
-    if (!n) return;
+    if (!n || n->fold) return;
     if ((n->kind == NK_FILTER || n->kind == NK_TEST) && n->id < 0 && !soft)
         pfail(P, n->line, "no %s named '%s'", n->kind == NK_FILTER ? "filter" : "test", n->name);
     int inner = soft;
@@ -907,6 +907,7 @@ tnode *tp_parse(tp_arena *a, tp_token *toks, size_t ntok) {
     tnode *root = subparse(&P, NULL);
     if (cur(&P)->type != TK_EOF) pfail(&P, 0, "unexpected '%s'", describe(cur(&P)));
     P.ntags = 0;
+    tp_fold_constants(root);   /* first: what jinja2 folds away is not checked */
     check_unknown(&P, root, 0);
     tp_scope_analyze(a, root);
     return root;

@@ -47,7 +47,87 @@ LITS = ["1", "0", "-2", "2.5", "1e3", "'a'", "'Ab c'", "''", "none", "true", "fa
 OPS = ["+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">=", "in", "not in", "and", "or"]
 
 
+STR_METHODS = ["strip()", "strip('H')", "split()", "split('o')", "rsplit(' ', 1)", "upper()", "lower()", "title()",
+               "startswith('H')", "endswith('d')", "replace('o', '0')", "find('o')", "count('l')", "splitlines()",
+               "lstrip()", "rstrip('\\n')", "capitalize()", "isdigit()", "partition(' ')", "zfill(12)", "center(15, '*')",
+               "format(1)", "split('l', 1)", "endswith(('x', 'd'))", "swapcase()", "index('l')"]
+STR_FILTERS = ["trim", "length", "upper", "lower", "title", "capitalize", "first", "last", "list", "string", "tojson",
+               "wordcount", "replace('l', 'L')", "indent(2)", "center(9)", "truncate(5, true, '')", "e", "safe", "reverse",
+               "default('D', true)", "int", "float", "striptags", "urlencode", "count", "pprint"]
+NUM_FILTERS = ["abs", "round", "round(1)", "int", "float", "string", "tojson", "default(0)", "filesizeformat"]
+SEQ_FILTERS = ["length", "first", "last", "list", "join(', ')", "join", "tojson", "tojson(indent=2)", "sort",
+               "sort(reverse=true)", "unique|list", "reverse|list", "sum", "max", "min", "map('string')|list",
+               "select|list", "reject('odd')|list", "batch(2)|list", "slice(2)|list", "string", "pprint", "count"]
+MSG_FILTERS = ["map(attribute='role')|list", "selectattr('role', 'equalto', 'user')|list", "rejectattr('content')|list",
+               "map(attribute='content', default='-')|join('/')", "groupby('role')|map(attribute='grouper')|list",
+               "sort(attribute='role')|map(attribute='role')|join", "tojson", "length", "first", "last|tojson"]
+DICT_FILTERS = ["dictsort", "dictsort(by='value', reverse=true)", "items|list", "tojson", "tojson(sort_keys=true)",
+                "list", "length", "pprint", "string", "xmlattr"]
+
+
+def typed(r, kind, depth):
+    """An expression of a kind: str, num, seq, dict, msgs or any."""
+    leaf = depth > 3 or r.random() < 0.35
+    if kind == "str":
+        if leaf:
+            return r.choice(["s", "u", "'a'", "'Ab c'", "''", "'\\n'", "'é'", "d.a|string", "msgs[1].content"])
+        k = r.random()
+        if k < 0.3:
+            return f"{typed(r, 'str', depth + 1)}.{r.choice(STR_METHODS)}" if r.random() < 0.5 else f"({typed(r, 'str', depth + 1)}).{r.choice(STR_METHODS[:8])}"
+        if k < 0.55:
+            return f"({typed(r, 'any', depth + 1)} ~ {typed(r, 'any', depth + 1)})"
+        if k < 0.7:
+            return f"({typed(r, 'str', depth + 1)} + {typed(r, 'str', depth + 1)})"
+        if k < 0.85:
+            return f"{typed(r, 'str', depth + 1)}[{r.choice(['0', '-1', '1:', '::-1', ':2', '1:-1'])}]"
+        return f"({typed(r, 'str', depth + 1)} if {typed(r, 'any', depth + 1)} else {typed(r, 'str', depth + 1)})"
+    if kind == "num":
+        if leaf:
+            return r.choice(["n", "f", "neg", "z", "1", "2.5", "-3", "1e3", "l|length", "s|length"])
+        op = r.choice(["+", "-", "*", "/", "//", "%", "**"]) if r.random() < 0.8 else "+"
+        a, b = typed(r, "num", depth + 1), typed(r, "num", depth + 1)
+        if op == "**":
+            b = r.choice(["2", "0", "-1", "3"])  # (x ** 0.5 of a negative x is complex: not supported)
+        return f"({a} {op} {b})"
+    if kind == "seq":
+        if leaf:
+            return r.choice(["l", "ls", "e", "[1, 2]", "(1, 'x')", "range(3)|list", "d.a", "s.split()"])
+        return f"({typed(r, 'seq', depth + 1)} + {typed(r, 'seq', depth + 1)})" if r.random() < 0.3 else f"{typed(r, 'seq', depth + 1)}[{r.choice(['1:', '::-1', ':2'])}]"
+    if kind == "dict":
+        return r.choice(["d", "{'k': 1, 'a': 'b'}", "msgs[2].tool_calls[0].function", "dict(x=n, y=s)", "{}"])
+    if kind == "msgs":
+        return r.choice(["msgs", "msgs[1:]", "msgs[::-1]"])
+    # any
+    k = r.random()
+    if leaf or k < 0.12:
+        return r.choice(LITS) if r.random() < 0.4 else r.choice(NAMES)
+    if k < 0.3:
+        return typed(r, r.choice(["str", "num", "seq"]), depth)
+    if k < 0.5:
+        kind2 = r.choice(["str", "num", "seq", "dict", "msgs"])
+        fl = {"str": STR_FILTERS, "num": NUM_FILTERS, "seq": SEQ_FILTERS, "dict": DICT_FILTERS, "msgs": MSG_FILTERS}[kind2]
+        return f"{typed(r, kind2, depth + 1)}|{r.choice(fl)}"
+    if k < 0.6:
+        return f"({typed(r, 'any', depth + 1)} is {'not ' if r.random() < 0.3 else ''}{r.choice(TESTS)})"
+    if k < 0.72:
+        op = r.choice(["==", "!=", "<", ">=", "in", "not in", "and", "or"])
+        if op in ("in", "not in"):
+            return f"({typed(r, 'str', depth + 1)} {op} {typed(r, 'str', depth + 1)})"
+        if op in ("<", ">="):
+            kk = r.choice(["str", "num"])
+            return f"({typed(r, kk, depth + 1)} {op} {typed(r, kk, depth + 1)})"
+        return f"({typed(r, 'any', depth + 1)} {op} {typed(r, 'any', depth + 1)})"
+    if k < 0.8:
+        return "d." + r.choice(["get('a')", "get('zz', 5)", "items()|list", "keys()|list", "values()|list", "b", "zz", "c"])
+    if k < 0.9:
+        return f"({typed(r, 'any', depth + 1)} if {typed(r, 'any', depth + 1)} else {typed(r, 'any', depth + 1)})"
+    return f"(not {typed(r, 'any', depth + 1)})"
+
+
 def expr(r, depth=0):
+    # mostly well-typed expressions (so that most renders succeed), some free-form ones
+    if r.random() < 0.8:
+        return typed(r, "any", depth)
     k = r.random()
     if depth > 3 or k < 0.3:
         return r.choice(LITS) if r.random() < 0.4 else r.choice(NAMES)
@@ -91,9 +171,45 @@ def stmt(r, depth=0):
         return tag(r, f"set {r.choice(NAMES[:-1])} = {expr(r)}")
     if k < 0.82:
         return tag(r, "set ns = namespace(a=0)") + tag(r, "for x in l") + tag(r, "set ns.a = ns.a + x") + tag(r, "endfor") + "{{ ns.a }}"
-    if k < 0.9:
+    if k < 0.86:
         return tag(r, "macro m(a, b=2)") + "[{{ a }}{{ b }}]" + tag(r, "endmacro") + "{{ m(" + expr(r) + ") }}"
-    return "{# c #}" + ws(r) + "{{ " + expr(r) + " }}"
+    return r.choice(EXTRA)(r, depth)
+
+
+def _call_block(r, depth):
+    return (tag(r, "macro w(x)") + "<{{ caller(x) }}{{ varargs }}{{ kwargs }}>" + tag(r, "endmacro") +
+            tag(r, "call(v) w(" + expr(r) + ")") + "c{{ v }}" + block(r, depth) + tag(r, "endcall"))
+
+
+def _loopctl(r, depth):
+    ctl = r.choice(["break", "continue"])
+    return (tag(r, "for x in " + r.choice(["l", "ls", "msgs", "range(4)", "'abc'"])) +
+            "{{ loop.previtem }}|{{ loop.nextitem }}|{{ loop.cycle('a', 'b') }}|{{ loop.revindex }}" +
+            tag(r, f"if {expr(r)}") + tag(r, ctl) + tag(r, "endif") + "{{ x }}" + tag(r, "endfor"))
+
+
+def _blocks(r, depth):
+    kind = r.random()
+    if kind < 0.3:
+        return tag(r, "set v") + block(r, depth) + tag(r, "endset") + "[{{ v }}]"
+    if kind < 0.5:
+        return tag(r, "filter " + r.choice(["upper", "trim", "replace('a', 'b')", "indent(2)"])) + block(r, depth) + tag(r, "endfilter")
+    if kind < 0.7:
+        return tag(r, f"with q = {expr(r)}") + "{{ q }}" + block(r, depth) + tag(r, "endwith")
+    if kind < 0.85:
+        return "{% raw %}{{ raw }}{% endraw %}" + ws(r)
+    return tag(r, "for x in [[1, [2, 3]], 4] recursive") + "({% if x is iterable %}{{ loop(x) }}{% else %}{{ x }}@{{ loop.depth }}{% endif %})" + tag(r, "endfor")
+
+
+def _formats(r, depth):
+    return "{{ " + r.choice([
+        f"'%s-%d-%.2f-%r' % ({expr(r)}, n, f, s)", f"'{{}}|{{!r}}|{{:>6}}'.format({expr(r)}, s, n)",
+        f"'%(k)s' % {{'k': {expr(r)}}}", f"{expr(r)}|format(1)", f"dict(a={expr(r)})|tojson(sort_keys=true)",
+        f"namespace(v={expr(r)}).v", f"[{expr(r)}, {expr(r)}]|map('tojson')|join(',')",
+    ]) + " }}"
+
+
+EXTRA = [_call_block, _loopctl, _blocks, _formats]
 
 
 def block(r, depth):

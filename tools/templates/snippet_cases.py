@@ -361,3 +361,11 @@ CASES += [
     "{{ [('a', [1])]|unique|list }}",
     "{{ [('a', 1), ('a', 1)]|unique|list }}|{{ {('a', 1): 2}[('a', 1)] }}",
 ]
+CASES += [
+    "{{ 1e3 or (1|nosuch) }}|{{ 1 if true else 2|nosuch }}",
+    "{% for i in [1] %}{{ 1 or 2|nosuch }}{% endfor %}",
+    "{% for i in [1] %}{{ i or 2|nosuch }}{% endfor %}",
+    "{{ {'k': 1}|filesizeformat }}",
+    "{{ 'x'|filesizeformat }}",
+    "{{ '1500'|filesizeformat }}|{{ 2048|filesizeformat(true) }}",
+]
