@@ -45,7 +45,8 @@ static int usage(void) {
             "  -n, --n-gen LIST       generation sizes (default 128)\n"
             "  -t, --threads LIST     thread counts (default: all cores)\n"
             "  -b, --batch-size N     prompt tokens per forward pass (default 512)\n"
-            "  -r, --repetitions N    timed runs per test (default 5; one warm-up run is added)\n"
+            "  -r, --repetitions N    timed runs per test (default 5; a warm-up as llama-bench's comes first:\n"
+            "                         the whole prompt for ppN, one token for tgN)\n"
             "  -o, --output FMT       md (default), json (array) or jsonl (one object per line)\n"
             "  -ctk, --cache-type-k T KV cache type of K: f16 (default), f32, q8_0\n"
             "  -ctv, --cache-type-v T KV cache type of V: f16 (default), f32, q8_0\n"
@@ -156,8 +157,8 @@ int ob_cmd_bench(int argc, char **argv) {
         uint64_t rng = 0x9E3779B97F4A7C15ull;
         R->samples = calloc((size_t)reps, sizeof(double));
         int n_tok = R->n_prompt + R->n_gen;
-        for (int k = -1; k < reps; k++) { /* k = -1: warm-up */
-            double s = run_once(c, info->n_vocab, R->n_prompt, R->n_gen, n_batch, tok, pos, &rng);
+        for (int k = -1; k < reps; k++) { /* k = -1: warm-up, as llama-bench: the whole prompt, or one token */
+            double s = run_once(c, info->n_vocab, R->n_prompt, k < 0 && R->n_gen ? 1 : R->n_gen, n_batch, tok, pos, &rng);
             if (s < 0) { rc = 1; break; }
             if (k >= 0) R->samples[R->n_samples++] = n_tok / s;
         }
