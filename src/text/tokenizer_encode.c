@@ -227,10 +227,10 @@ static void bpe_merge_emit(enc_ctx *c, int32_t ni) {
 }
 
 /* A byte-level word: its bytes are the initial symbols. */
-static int bpe_word_uncached(enc_ctx *c, const char *w, size_t n);
+typedef int (*word_fn)(enc_ctx *c, const char *w, size_t n);
 
-static int bpe_word(void *vc, const char *w, size_t n) {
-    enc_ctx *c = vc;
+/* A word's ids from this thread's cache, or from f (then kept). */
+static int cached_word(enc_ctx *c, const char *w, size_t n, word_fn f) {
     int hit;
     wc_entry *e = wc_find(c, w, n, &hit);
     if (hit) {
@@ -238,10 +238,13 @@ static int bpe_word(void *vc, const char *w, size_t n) {
         return 0;
     }
     int64_t from = c->n;
-    int rc = bpe_word_uncached(c, w, n);
+    int rc = f(c, w, n);
     wc_store(c, e, w, n, from);
     return rc;
 }
+
+static int bpe_word_uncached(enc_ctx *c, const char *w, size_t n);
+static int bpe_word(void *vc, const char *w, size_t n) { return cached_word(vc, w, n, bpe_word_uncached); }
 
 static int bpe_word_uncached(enc_ctx *c, const char *w, size_t n) {
     const ob_tokenizer_t *t = c->t;
@@ -272,20 +275,7 @@ static int32_t model_tok(const ob_tokenizer_t *t, const char *s, size_t n) {
  * end_of_word_suffix when last) is a symbol if it is a token, else its bytes' <0xXX> tokens
  * (byte_fallback), else <unk> (consecutive ones fused when fuse_unk). */
 static int hfbpe_word_uncached(enc_ctx *c, const char *w, size_t n);
-
-static int hfbpe_word(void *vc, const char *w, size_t n) {
-    enc_ctx *c = vc;
-    int hit;
-    wc_entry *e = wc_find(c, w, n, &hit);
-    if (hit) {
-        for (int i = 0; i < e->n_ids; i++) emit(c, e->ids[i]);
-        return 0;
-    }
-    int64_t from = c->n;
-    int rc = hfbpe_word_uncached(c, w, n);
-    wc_store(c, e, w, n, from);
-    return rc;
-}
+static int hfbpe_word(void *vc, const char *w, size_t n) { return cached_word(vc, w, n, hfbpe_word_uncached); }
 
 static int hfbpe_word_uncached(enc_ctx *c, const char *w, size_t n) {
     const ob_tokenizer_t *t = c->t;
