@@ -11,7 +11,7 @@ Does not own: running the engines (compat.sh). Standard library only (no numpy h
   compare.py row ARCH TYPE N_VOCAB LLAMA.f32 OB.f32 HF.f32 [NOTE]   (a missing file: "fail")
   compare.py pair N_VOCAB A.f32 B.f32
   compare.py types MODEL.gguf          (tensor types in a GGUF file, e.g. "q4_0 x14, f32 x5")
-  compare.py bytes A.gguf B.gguf       (tensors of the same name and type: identical bytes?)
+  compare.py bytes A.gguf B.gguf [--by-type]  (tensors of the same name and type: identical bytes?)
   compare.py typediff A.gguf B.gguf    (does every tensor have the same type in both?)
   compare.py typelist MODEL.gguf BASE  (matrix types per layer role, compact)
   compare.py tokcheck LLAMA_LOGITS MODEL.gguf tokenizer_check.json [EXTRA LLAMA_LOGITS ARGS]
@@ -158,7 +158,10 @@ def cmd_types(argv):
 
 
 def cmd_bytes(argv):
-    """Tensors of the same name and type in two GGUF files: how many hold identical bytes."""
+    """Tensors of the same name and type in two GGUF files: how many hold identical bytes.
+    With --by-type the differing tensors are counted per type instead of named."""
+    by_type = "--by-type" in argv
+    argv = [a for a in argv if a != "--by-type"]
     (ta, da), (tb, db) = gguf_read(argv[0]), gguf_read(argv[1])
     fa, fb = open(argv[0], "rb"), open(argv[1], "rb")
     same, differ, skipped = 0, [], []
@@ -172,7 +175,14 @@ def cmd_bytes(argv):
             same += 1
         else:
             differ.append(f"{name} ({t})")
-    print(f"{same} identical" + (f", {len(differ)} differ: {', '.join(differ)}" if differ else "") +
+    n_differ = len(differ)
+    if by_type and differ:  # "q4_K x14, q6_K x2" instead of every name
+        counts = {}
+        for d in differ:
+            t = d[d.rindex("(") + 1:-1]
+            counts[t] = counts.get(t, 0) + 1
+        differ = [f"{t} x{n}" for t, n in sorted(counts.items())]
+    print(f"{same} identical" + (f", {n_differ} differ: {', '.join(differ)}" if differ else "") +
           (f", {len(skipped)} not comparable (type/shape/absent)" if skipped else ""))
 
 
@@ -239,7 +249,7 @@ def main():
         cmd_row(argv)
     elif cmd == "pair" and len(argv) == 3:
         cmd_pair(argv)
-    elif cmd == "bytes" and len(argv) == 2:
+    elif cmd == "bytes" and len(argv) in (2, 3):
         cmd_bytes(argv)
     elif cmd == "types" and len(argv) == 1:
         cmd_types(argv)

@@ -201,7 +201,7 @@ for m in $MODELS_ON; do
     for sp in $SPECS; do
         tag=$(echo "$sp" | tr ':' '-'); a=$OUT/$m-ob-$tag.gguf; b=$OUT/$m-ll-$tag.gguf
         [ -f "$a" ] && [ -f "$b" ] || { echo "| $m | $(label "$sp") | missing file | |"; continue; }
-        echo "| $m | $(label "$sp") | $($CMP typediff "$a" "$b") | $($CMP bytes "$a" "$b") |"
+        echo "| $m | $(label "$sp") | $($CMP typediff "$a" "$b") | $($CMP bytes "$a" "$b" --by-type) |"
     done
 done
 echo
