@@ -25,9 +25,21 @@
 
 #define QK_K OB_QK_K
 
-/* Per-element weights of one super-block: the importance values when given, else 1. */
-static void block_weights(const float *imp, float *w) {
-    for (int i = 0; i < QK_K; i++) w[i] = imp ? imp[i] : 1.0f;
+/* Quantizes n values super-block by super-block: weights (the importance values when given,
+ * else 1), the search, then pack() writes the codes into the type's layout. */
+typedef void (*kq_pack_fn)(const ob_kq_codes *c, void *blk);
+
+static void kq_quantize(const ob_kq_spec *sp, size_t block_bytes, kq_pack_fn pack, const float *src, void *dst, int64_t n,
+                        const float *imp) {
+    assert(n % QK_K == 0);
+    uint8_t *b = dst;
+    float w[QK_K];
+    ob_kq_codes c;
+    for (int64_t ib = 0; ib < n / QK_K; ib++, b += block_bytes, src += QK_K, imp = imp ? imp + QK_K : NULL) {
+        for (int i = 0; i < QK_K; i++) w[i] = imp ? imp[i] : 1.0f;
+        ob_kq_search(sp, src, w, &c);
+        pack(&c, b);
+    }
 }
 
 /* ---- the 12-byte scale/min packing of q4_K and q5_K ------------------------------------
@@ -90,20 +102,17 @@ void ob_dequant_q2_K(const void *src, float *dst, int64_t n) {
     }
 }
 
+static void pack_q2_K(const ob_kq_codes *c, void *blk) {
+    q2_K_block *b = blk;
+    for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(c->sc[j] | (c->mc[j] << 4));
+    pack_two_bits(c->L, b->qs);
+    ob_half_store(b->d, c->d);
+    ob_half_store(b->dmin, c->dmin);
+}
+
 void ob_quant_q2_K_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK_K == 0);
     static const ob_kq_spec spec = {16, 16, {NULL, 0, 0, 0}, 3, 0, 15, 15, 0};
-    q2_K_block *b = dst;
-    float w[QK_K];
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
-        block_weights(imp, w);
-        ob_kq_search(&spec, src, w, &c);
-        for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(c.sc[j] | (c.mc[j] << 4));
-        pack_two_bits(c.L, b->qs);
-        ob_half_store(b->d, c.d);
-        ob_half_store(b->dmin, c.dmin);
-    }
+    kq_quantize(&spec, sizeof(q2_K_block), pack_q2_K, src, dst, n, imp);
 }
 
 void ob_quant_q2_K(const float *src, void *dst, int64_t n) { ob_quant_q2_K_w(src, dst, n, NULL); }
@@ -142,30 +151,27 @@ void ob_dequant_q3_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void ob_quant_q3_K_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK_K == 0);
-    static const ob_kq_spec spec = {16, 16, {NULL, 8, -4, 3}, 0, -32, 31, 0, 0};
-    q3_K_block *b = dst;
-    float w[QK_K];
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
-        block_weights(imp, w);
-        ob_kq_search(&spec, src, w, &c);
-        memset(b->scales, 0, 12);
-        for (int j = 0; j < 16; j++) {
-            int l = c.sc[j] + 32;
-            b->scales[j < 8 ? j : j - 8] |= (uint8_t)((l & 0x0f) << (j < 8 ? 0 : 4));
-            b->scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
-        }
-        memset(b->hmask, 0, 32);
-        uint8_t low[QK_K];
-        for (int e = 0; e < QK_K; e++) { /* c.L is the level index 0..7 = level + 4 */
-            if (c.L[e] > 3) b->hmask[e & 31] |= (uint8_t)(1u << (e >> 5));
-            low[e] = c.L[e] & 3;
-        }
-        pack_two_bits(low, b->qs);
-        ob_half_store(b->d, c.d);
+static void pack_q3_K(const ob_kq_codes *c, void *blk) {
+    q3_K_block *b = blk;
+    memset(b->scales, 0, 12);
+    for (int j = 0; j < 16; j++) {
+        int l = c->sc[j] + 32;
+        b->scales[j < 8 ? j : j - 8] |= (uint8_t)((l & 0x0f) << (j < 8 ? 0 : 4));
+        b->scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
     }
+    memset(b->hmask, 0, 32);
+    uint8_t low[QK_K];
+    for (int e = 0; e < QK_K; e++) { /* c->L is the level index 0..7 = level + 4 */
+        if (c->L[e] > 3) b->hmask[e & 31] |= (uint8_t)(1u << (e >> 5));
+        low[e] = c->L[e] & 3;
+    }
+    pack_two_bits(low, b->qs);
+    ob_half_store(b->d, c->d);
+}
+
+void ob_quant_q3_K_w(const float *src, void *dst, int64_t n, const float *imp) {
+    static const ob_kq_spec spec = {16, 16, {NULL, 8, -4, 3}, 0, -32, 31, 0, 0};
+    kq_quantize(&spec, sizeof(q3_K_block), pack_q3_K, src, dst, n, imp);
 }
 
 void ob_quant_q3_K(const float *src, void *dst, int64_t n) { ob_quant_q3_K_w(src, dst, n, NULL); }
@@ -220,16 +226,13 @@ void ob_dequant_q4_K(const void *src, float *dst, int64_t n) {
     for (int64_t ib = 0; ib < n / QK_K; ib++, b++, dst += QK_K) k45_decode(b->d, b->dmin, b->scales, NULL, b->qs, dst);
 }
 
+static void pack_q4_K(const ob_kq_codes *c, void *blk) {
+    q4_K_block *b = blk;
+    k45_encode(c, b->d, b->dmin, b->scales, NULL, b->qs);
+}
+
 void ob_quant_q4_K_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK_K == 0);
-    q4_K_block *b = dst;
-    float w[QK_K];
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
-        block_weights(imp, w);
-        ob_kq_search(&q4_K_spec, src, w, &c);
-        k45_encode(&c, b->d, b->dmin, b->scales, NULL, b->qs);
-    }
+    kq_quantize(&q4_K_spec, sizeof(q4_K_block), pack_q4_K, src, dst, n, imp);
 }
 
 void ob_quant_q4_K(const float *src, void *dst, int64_t n) { ob_quant_q4_K_w(src, dst, n, NULL); }
@@ -252,17 +255,14 @@ void ob_dequant_q5_K(const void *src, float *dst, int64_t n) {
     for (int64_t ib = 0; ib < n / QK_K; ib++, b++, dst += QK_K) k45_decode(b->d, b->dmin, b->scales, b->qh, b->qs, dst);
 }
 
+static void pack_q5_K(const ob_kq_codes *c, void *blk) {
+    q5_K_block *b = blk;
+    k45_encode(c, b->d, b->dmin, b->scales, b->qh, b->qs);
+}
+
 void ob_quant_q5_K_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK_K == 0);
     static const ob_kq_spec spec = {8, 32, {NULL, 0, 0, 0}, 31, 0, 63, 63, 0};
-    q5_K_block *b = dst;
-    float w[QK_K];
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
-        block_weights(imp, w);
-        ob_kq_search(&spec, src, w, &c);
-        k45_encode(&c, b->d, b->dmin, b->scales, b->qh, b->qs);
-    }
+    kq_quantize(&spec, sizeof(q5_K_block), pack_q5_K, src, dst, n, imp);
 }
 
 void ob_quant_q5_K(const float *src, void *dst, int64_t n) { ob_quant_q5_K_w(src, dst, n, NULL); }
@@ -304,26 +304,23 @@ void ob_dequant_q6_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void ob_quant_q6_K_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK_K == 0);
-    static const ob_kq_spec spec = {16, 16, {NULL, 64, -32, 31}, 0, -128, 127, 0, 0};
-    q6_K_block *b = dst;
-    float w[QK_K];
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
-        block_weights(imp, w);
-        ob_kq_search(&spec, src, w, &c);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *q = c.L + 128 * h; /* level index 0..63 = level + 32 */
-            for (int l = 0; l < 32; l++) {
-                b->ql[64 * h + l] = (uint8_t)((q[l] & 0x0f) | ((q[l + 64] & 0x0f) << 4));
-                b->ql[64 * h + l + 32] = (uint8_t)((q[l + 32] & 0x0f) | ((q[l + 96] & 0x0f) << 4));
-                b->qh[32 * h + l] = (uint8_t)((q[l] >> 4) | ((q[l + 32] >> 4) << 2) | ((q[l + 64] >> 4) << 4) | ((q[l + 96] >> 4) << 6));
-            }
+static void pack_q6_K(const ob_kq_codes *c, void *blk) {
+    q6_K_block *b = blk;
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *q = c->L + 128 * h; /* level index 0..63 = level + 32 */
+        for (int l = 0; l < 32; l++) {
+            b->ql[64 * h + l] = (uint8_t)((q[l] & 0x0f) | ((q[l + 64] & 0x0f) << 4));
+            b->ql[64 * h + l + 32] = (uint8_t)((q[l + 32] & 0x0f) | ((q[l + 96] & 0x0f) << 4));
+            b->qh[32 * h + l] = (uint8_t)((q[l] >> 4) | ((q[l + 32] >> 4) << 2) | ((q[l + 64] >> 4) << 4) | ((q[l + 96] >> 4) << 6));
         }
-        for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)c.sc[j];
-        ob_half_store(b->d, c.d);
     }
+    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)c->sc[j];
+    ob_half_store(b->d, c->d);
+}
+
+void ob_quant_q6_K_w(const float *src, void *dst, int64_t n, const float *imp) {
+    static const ob_kq_spec spec = {16, 16, {NULL, 64, -32, 31}, 0, -128, 127, 0, 0};
+    kq_quantize(&spec, sizeof(q6_K_block), pack_q6_K, src, dst, n, imp);
 }
 
 void ob_quant_q6_K(const float *src, void *dst, int64_t n) { ob_quant_q6_K_w(src, dst, n, NULL); }
@@ -359,27 +356,24 @@ void ob_dequant_iq4_xs(const void *src, float *dst, int64_t n) {
     }
 }
 
-void ob_quant_iq4_xs_w(const float *src, void *dst, int64_t n, const float *imp) {
-    assert(n % QK_K == 0);
-    static const ob_kq_spec spec = {8, 32, {ob_iq4nl_grid, 16, 0, 0}, 0, -32, 31, 0, 0};
-    iq4_xs_block *b = dst;
-    float w[QK_K];
-    ob_kq_codes c;
-    for (int64_t ib = 0; ib < n / QK_K; ib++, b++, src += QK_K, imp = imp ? imp + QK_K : NULL) {
-        block_weights(imp, w);
-        ob_kq_search(&spec, src, w, &c);
-        ob_half_store(b->d, c.d);
-        unsigned sh = 0;
-        memset(b->scales_l, 0, 4);
-        for (int j = 0; j < 8; j++) {
-            int ls = c.sc[j] + 32;
-            b->scales_l[j / 2] |= (uint8_t)((ls & 0x0f) << (4 * (j % 2)));
-            sh |= (unsigned)(ls >> 4) << (2 * j);
-            for (int l = 0; l < 16; l++) b->qs[16 * j + l] = (uint8_t)(c.L[32 * j + l] | (c.L[32 * j + 16 + l] << 4));
-        }
-        b->scales_h[0] = (uint8_t)(sh & 0xff);
-        b->scales_h[1] = (uint8_t)(sh >> 8);
+static void pack_iq4_xs(const ob_kq_codes *c, void *blk) {
+    iq4_xs_block *b = blk;
+    ob_half_store(b->d, c->d);
+    unsigned sh = 0;
+    memset(b->scales_l, 0, 4);
+    for (int j = 0; j < 8; j++) {
+        int ls = c->sc[j] + 32;
+        b->scales_l[j / 2] |= (uint8_t)((ls & 0x0f) << (4 * (j % 2)));
+        sh |= (unsigned)(ls >> 4) << (2 * j);
+        for (int l = 0; l < 16; l++) b->qs[16 * j + l] = (uint8_t)(c->L[32 * j + l] | (c->L[32 * j + 16 + l] << 4));
     }
+    b->scales_h[0] = (uint8_t)(sh & 0xff);
+    b->scales_h[1] = (uint8_t)(sh >> 8);
+}
+
+void ob_quant_iq4_xs_w(const float *src, void *dst, int64_t n, const float *imp) {
+    static const ob_kq_spec spec = {8, 32, {ob_iq4nl_grid, 16, 0, 0}, 0, -32, 31, 0, 0};
+    kq_quantize(&spec, sizeof(iq4_xs_block), pack_iq4_xs, src, dst, n, imp);
 }
 
 void ob_quant_iq4_xs(const float *src, void *dst, int64_t n) { ob_quant_iq4_xs_w(src, dst, n, NULL); }
