@@ -13,6 +13,7 @@
  * with blocks; if blocks share their parent's frame; a macro sees the frame it was defined in
  * as it is when the macro runs. Namespaces are the way to carry values out of a loop.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,25 +471,16 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
         v = tp_call(r, callee, &args);
         break;
     }
-    case NK_FILTER: {
-        if (r->const_mode && (n->id < 0 || tp_filter_needs_context(n->id))) tp_rfail(r, "not constant");
+    case NK_FILTER: case NK_TEST: {
+        int is_filter = n->kind == NK_FILTER;
+        if (r->const_mode && is_filter && (n->id < 0 || tp_filter_needs_context(n->id))) tp_rfail(r, "not constant");
         tv in = tp_eval(r, f, n->a);
         tp_args args;
         eval_args(r, f, n, &args);
         r->line = n->line;
         r->what = n->attr;
-        if (n->id < 0) tp_rfail(r, "no filter named '%s'", n->name);
-        v = tp_apply_filter(r, n->id, in, &args);
-        break;
-    }
-    case NK_TEST: {
-        tv in = tp_eval(r, f, n->a);
-        tp_args args;
-        eval_args(r, f, n, &args);
-        r->line = n->line;
-        r->what = n->attr;
-        if (n->id < 0) tp_rfail(r, "no test named '%s'", n->name);
-        v = tp_bool(tp_apply_test(r, n->id, in, &args) ^ (n->op != 0));
+        if (n->id < 0) tp_rfail(r, "no %s named '%s'", is_filter ? "filter" : "test", n->name);
+        v = is_filter ? tp_apply_filter(r, n->id, in, &args) : tp_bool(tp_apply_test(r, n->id, in, &args) ^ (n->op != 0));
         break;
     }
     case NK_NEG: case NK_POS: {
@@ -536,18 +528,28 @@ tv tp_eval(tp_render *r, tp_frame *f, const tnode *n) {
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
+/* A zeroed state whose arena reports failures through fail (both inside it). Not inlined:
+ * its locals must not live in the callers' setjmp frames. */
+__attribute__((noinline)) static void *new_state(size_t size, size_t fail_off, size_t arena_off, size_t limit, char *err, size_t errlen) {
+    char *p = calloc(1, size);
+    if (!p) {
+        snprintf(err, errlen, "template: out of memory");
+        return NULL;
+    }
+    tp_fail *f = (tp_fail *)(p + fail_off);
+    tp_arena *a = (tp_arena *)(p + arena_off);
+    f->err = err;
+    f->errlen = errlen;
+    a->fail = f;
+    a->limit = limit;
+    return p;
+}
+
 int ob_tmpl_compile(const char *src, size_t len, ob_tmpl_t **out, char *err, size_t errlen) {
     *out = NULL;
     if (!src) return ob_tmpl_compile("", 0, out, err, errlen);
-    ob_tmpl_t *t = calloc(1, sizeof *t);
-    if (!t) {
-        snprintf(err, errlen, "template: out of memory");
-        return -1;
-    }
-    t->fail.err = err;
-    t->fail.errlen = errlen;
-    t->arena.fail = &t->fail;
-    t->arena.limit = (size_t)256 << 20;
+    ob_tmpl_t *t = new_state(sizeof *t, offsetof(ob_tmpl_t, fail), offsetof(ob_tmpl_t, arena), (size_t)256 << 20, err, errlen);
+    if (!t) return -1;
     if (setjmp(t->fail.jb)) {
         tp_arena_free(&t->arena);
         free(t);
@@ -576,16 +578,10 @@ int ob_tmpl_render(const ob_tmpl_t *t, const json_t *vars, const ob_tmpl_opts *o
         return -1;
     }
     ob_tmpl_opts o = opts ? *opts : (ob_tmpl_opts){0};
-    tp_render *r = calloc(1, sizeof *r);
-    if (!r) {
-        snprintf(err, errlen, "template: out of memory");
-        return -1;
-    }
-    r->fail.err = err;
-    r->fail.errlen = errlen;
-    r->ar.fail = &r->fail;
+    tp_render *r = new_state(sizeof *r, offsetof(tp_render, fail), offsetof(tp_render, ar),
+                             o.max_memory ? o.max_memory : DEFAULT_MAX_MEMORY, err, errlen);
+    if (!r) return -1;
     r->ar.line = &r->line;
-    r->ar.limit = o.max_memory ? o.max_memory : DEFAULT_MAX_MEMORY;
     r->max_output = o.max_output ? o.max_output : DEFAULT_MAX_OUTPUT;
     r->max_steps = o.max_steps ? o.max_steps : DEFAULT_MAX_STEPS;
     r->max_depth = o.max_depth > 0 ? o.max_depth : DEFAULT_MAX_DEPTH;

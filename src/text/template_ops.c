@@ -419,6 +419,23 @@ static tv fmt_arg(tp_render *r, tv args, size_t *next, const char *key, size_t k
     return args;
 }
 
+/* A width or precision: '*' (taken from the arguments) or digits; none when absent. */
+static int fmt_number(tp_render *r, const char *s, size_t n, size_t *i, tv args, size_t *next, int none) {
+    if (*i < n && s[*i] == '*') {
+        tv w = fmt_arg(r, args, next, NULL, 0);
+        if (!is_int(w)) tp_rfail(r, "* wants int");
+        (*i)++;
+        if (w.u.i < -100000 || w.u.i > 100000) tp_rfail(r, "format width too big");
+        return (int)w.u.i;
+    }
+    int v = none;
+    while (*i < n && s[*i] >= '0' && s[*i] <= '9') {
+        v = (v < 0 ? 0 : v) * 10 + (s[(*i)++] - '0');
+        if (v > 100000) tp_rfail(r, "format width too big");
+    }
+    return v;
+}
+
 /* Pads s (UTF-8) to width code points, left-justified when minus. */
 static void put_padded(tp_render *r, tp_buf *b, const char *s, size_t n, int width, int minus) {
     int64_t cps = (int64_t)tp_utf8_count(s, n);
@@ -451,25 +468,10 @@ tv tp_percent_format(tp_render *r, tv fmtv, tv args) {
         int nf = 0, width = -1, prec = -1;
         while (i < n && strchr("-+ #0", s[i]) && nf < 6) flags[nf++] = s[i++];
         flags[nf] = 0;
-        if (i < n && s[i] == '*') {
-            tv w = fmt_arg(r, args, &next, NULL, 0);
-            if (!is_int(w)) tp_rfail(r, "* wants int");
-            width = (int)w.u.i;
-            i++;
-        } else {
-            while (i < n && s[i] >= '0' && s[i] <= '9') { width = (width < 0 ? 0 : width) * 10 + (s[i++] - '0'); if (width > 100000) tp_rfail(r, "format width too big"); }
-        }
+        width = fmt_number(r, s, n, &i, args, &next, -1);
         if (i < n && s[i] == '.') {
             i++;
-            prec = 0;
-            if (i < n && s[i] == '*') {
-                tv p = fmt_arg(r, args, &next, NULL, 0);
-                if (!is_int(p)) tp_rfail(r, "* wants int");
-                prec = (int)p.u.i;
-                i++;
-            } else {
-                while (i < n && s[i] >= '0' && s[i] <= '9') { prec = prec * 10 + (s[i++] - '0'); if (prec > 100000) tp_rfail(r, "format precision too big"); }
-            }
+            prec = fmt_number(r, s, n, &i, args, &next, 0);
         }
         while (i < n && (s[i] == 'h' || s[i] == 'l' || s[i] == 'L')) i++;
         if (i >= n) tp_rfail(r, "incomplete format");

@@ -182,6 +182,16 @@ static int fails_with(const char *src, const ob_tmpl_opts *o, const char *needle
     return 1;
 }
 
+/* Compiles a source's template and renders messages (and tools) with its special tokens. */
+static char *render_source(const ob_chat_source *src, const json_t *msgs, const json_t *tools) {
+    char err[512], *out = NULL;
+    ob_tmpl_t *t;
+    if (ob_tmpl_compile(src->template_src, strlen(src->template_src), &t, err, sizeof err)) return NULL;
+    if (ob_chat_render(t, src->specials, msgs, tools, 1, NULL, NULL, &out, NULL, err, sizeof err)) out = NULL;
+    ob_tmpl_free(t);
+    return out;
+}
+
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
@@ -189,20 +199,24 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
+/* Errors name the line and the construct: a template and a part of its message. */
+static const char *const error_cases[][2] = {
+    {"a\nb\n{{ x|nosuch }}", "line 3: syntax error: no filter named 'nosuch'"},
+    {"{% for x in y %}\n{% endif %}", "line 2: syntax error in {% for %} (line 1)"},
+    {"{% for x in y %}\n{% endif %}", "unknown tag 'endif'"},
+    {"{% if x %}\n\nno end", "looking for 'elif' or 'else' or 'endif'"},
+    {"\n\n{{ 'a' + 1 }}", "line 3: operator '+'"},
+    {"\n{{ ''.split('') }}", "line 2: method 'split': empty separator"},
+    {"{{ 1 }}\n{{ raise_exception('stop here') }}", "line 2: raise_exception: stop here"},
+    {"{{ [1]|tojson }}{{ x|tojson }}", "filter 'tojson'"},
+    {"{{ foo.bar }}", "'foo' is undefined"},
+    {"{% do 1 %}", "unknown tag 'do'"},
+    {"{% include 'x' %}", "not supported"},
+};
+
 OB_SUITE(template_api) {
-    /* errors name the line and the construct */
-    CHECK(fails_with("a\nb\n{{ x|nosuch }}", NULL, "line 3"));
-    CHECK(fails_with("a\nb\n{{ x|nosuch }}", NULL, "no filter named 'nosuch'"));
-    CHECK(fails_with("{% for x in y %}\n{% endif %}", NULL, "line 2"));
-    CHECK(fails_with("{% for x in y %}\n{% endif %}", NULL, "unknown tag 'endif'"));
-    CHECK(fails_with("{% if x %}\n\nno end", NULL, "looking for 'elif' or 'else' or 'endif'"));
-    CHECK(fails_with("\n\n{{ 'a' + 1 }}", NULL, "line 3: operator '+'"));
-    CHECK(fails_with("\n{{ ''.split('') }}", NULL, "line 2: method 'split': empty separator"));
-    CHECK(fails_with("{{ 1 }}\n{{ raise_exception('stop here') }}", NULL, "line 2: raise_exception: stop here"));
-    CHECK(fails_with("{{ [1]|tojson }}{{ x|tojson }}", NULL, "filter 'tojson'"));
-    CHECK(fails_with("{{ foo.bar }}", NULL, "'foo' is undefined"));
-    CHECK(fails_with("{% do 1 %}", NULL, "unknown tag 'do'"));
-    CHECK(fails_with("{% include 'x' %}", NULL, "not supported"));
+    for (size_t i = 0; i < sizeof error_cases / sizeof error_cases[0]; i++)
+        CHECK(fails_with(error_cases[i][0], NULL, error_cases[i][1]));
 
     /* limits: a hostile template fails with a message instead of hanging or eating memory */
     ob_tmpl_opts small = {.max_steps = 100000, .max_output = 1 << 20, .max_memory = 32 << 20};
@@ -252,24 +266,19 @@ OB_SUITE(template_api) {
     CHECK(json_object_get(src.specials, "unk_token") == NULL);
     json_t *msgs = json_loads("[{\"role\": \"user\", \"content\": \"hi\"}]", 0, NULL);
     json_t *tools = json_loads("[{\"type\": \"function\"}]", 0, NULL);
-    CHECK(ob_tmpl_compile(src.template_src, strlen(src.template_src), &t, err, sizeof err) == 0);
-    out = NULL;
-    CHECK(ob_chat_render(t, src.specials, msgs, NULL, 1, NULL, NULL, &out, NULL, err, sizeof err) == 0);
+    out = render_source(&src, msgs, NULL);
     CHECK_STR(out, "D<s>1");
     free(out);
-    ob_tmpl_free(t);
     ob_chat_source_free(&src);
     CHECK(ob_chat_source_from_tokenizer_config(path, NULL, 1, &src, err, sizeof err) == 0);
-    CHECK(ob_tmpl_compile(src.template_src, strlen(src.template_src), &t, err, sizeof err) == 0);
-    out = NULL;
-    CHECK(ob_chat_render(t, src.specials, msgs, tools, 1, NULL, NULL, &out, NULL, err, sizeof err) == 0);
+    out = render_source(&src, msgs, tools);
     CHECK_STR(out, "T1</s>['<x>']");
     free(out);
-    ob_tmpl_free(t);
     ob_chat_source_free(&src);
     CHECK(ob_chat_source_from_tokenizer_config(path, "nope", 0, &src, err, sizeof err) == -1);
     /* no chat_template in the config: chat_template.jinja beside it */
     write_file(path, "{\"eos_token\": \"E\"}");
+    remove(jpath);   /* left by an earlier run */
     CHECK(ob_chat_source_from_tokenizer_config(path, NULL, 0, &src, err, sizeof err) == 0);
     CHECK(src.template_src == NULL && json_object_get(src.specials, "eos_token"));
     ob_chat_source_free(&src);
@@ -293,12 +302,9 @@ OB_SUITE(template_api) {
     ob_gguf_writer_free(w);
     CHECK(ob_chat_source_from_gguf(gpath, NULL, 0, &src, err, sizeof err) == 0);
     CHECK_STR(json_string_value(json_object_get(src.specials, "unk_token")), "<unk>");
-    CHECK(ob_tmpl_compile(src.template_src, strlen(src.template_src), &t, err, sizeof err) == 0);
-    out = NULL;
-    CHECK(ob_chat_render(t, src.specials, msgs, NULL, 1, NULL, NULL, &out, NULL, err, sizeof err) == 0);
+    out = render_source(&src, msgs, NULL);
     CHECK_STR(out, "<|begin|>hi<|end|>");
     free(out);
-    ob_tmpl_free(t);
     CHECK(ob_chat_source_set_file(&src, jpath, err, sizeof err) == 0);
     CHECK_STR(src.template_src, "J{{ eos_token }}\n");
     ob_chat_source_free(&src);
