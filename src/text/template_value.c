@@ -338,7 +338,7 @@ const char *tp_type_name(tv v) {
         case SEQ_VALUES: return "dict_values";
         default: return "list";
         }
-    case TV_ITER: return v.u.it->kind;
+    case TV_ITER: return v.u.it ? v.u.it->kind : "generator";   /* no object: an Undefined's owner */
     case TV_DICT: return "dict";
     case TV_NS: return "Namespace";
     case TV_MACRO: return "Macro";

@@ -369,3 +369,6 @@ CASES += [
     "{{ 'x'|filesizeformat }}",
     "{{ '1500'|filesizeformat }}|{{ 2048|filesizeformat(true) }}",
 ]
+
+# found by fuzzing: the message for an Undefined whose owner was a generator
+CASES += ["{{ [{'t': 'a'}, {'t': 'b'}|items]|groupby('t') }}"]
