@@ -31,7 +31,8 @@ static int usage(void) {
 static json_t *load_json(const char *path, const char *what) {
     json_error_t je;
     json_t *j = json_load_file(path, JSON_ALLOW_NUL, &je);
-    if (!j) fprintf(stderr, "template: %s '%s': line %d: %s\n", what, path, je.line, je.text);
+    if (!j && je.line > 0) fprintf(stderr, "template: %s '%s': line %d: %s\n", what, path, je.line, je.text);
+    else if (!j) fprintf(stderr, "template: %s: %s\n", what, je.text);
     return j;
 }
 
