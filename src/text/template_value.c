@@ -8,6 +8,7 @@
  */
 #include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,14 +168,13 @@ int tp_isprintable(uint32_t cp) {
 
 /* Case mapping beyond ASCII uses the C library's tables under C.UTF-8 (simple case mapping:
  * Python's special cases such as 'ß'.upper() == 'SS' are not reproduced). */
-static locale_t utf8_locale(void) {
-    static locale_t loc;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-    }
-    return loc;
+static locale_t utf8_loc;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+static void utf8_locale_init(void) { utf8_loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0); }
+
+static locale_t utf8_locale(void) {   /* renders may run on several threads at once */
+    pthread_once(&utf8_once, utf8_locale_init);
+    return utf8_loc;
 }
 
 uint32_t tp_toupper(uint32_t cp) {
