@@ -76,7 +76,7 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR % 
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(uname -sr)"
-echo "1bit: $(git rev-parse --short HEAD) (CPU kernels: $(./build/kbench q4_0 32 16 1 -r 1 | cut -d' ' -f1))   llama.cpp: $($LB --help 2>&1 | sed -n 's/.*build: \([0-9a-f]*\).*/\1/p' | head -1)"
+echo "1bit: $(git rev-parse --short HEAD) (CPU kernels: $(./build/kbench q4_0 32 16 1 -r 1 | cut -d' ' -f1))   llama.cpp: $(LD_PRELOAD=$NOAMX $LB -m "$M/qwen3-0.6b-q4_0.gguf" -p 1 -n 0 -r 1 2>&1 | sed -n 's/^build: \([0-9a-f]*\).*/\1/p' | head -1)"
 echo "REPS=$REPS P=$P N=$N THREADS=\"$THREADS\" NICE=\"$NICE\""
 echo
 echo "### Side by side (median of $REPS alternating runs; RSS = peak resident MiB of the run)"

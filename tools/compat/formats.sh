@@ -32,7 +32,7 @@
 #   OB_REV     what to print as 1bit's revision (default: git HEAD, and whether src/ is modified)
 #   IMATRIX    0: skip section 5 (the demo model quantized with an importance matrix that
 #              tools/compat/make_imatrix.c computes over IMTEXT, default the first 300 kB of
-#              the training texts in build/corpus/out/train.jsonl.gz: not the KL text)
+#              the training texts in TRAIN=build/corpus/out/train.jsonl.gz: not the KL text)
 #   SECTIONS   which of 1..5 to print (default "1 2 3 4 5"); files already quantized are reused
 #              when REUSE=1
 set -u
@@ -275,7 +275,9 @@ fi
 # ---- with an importance matrix -------------------------------------------------------------------
 if on 5 && [ "$IMATRIX" = 1 ] && [ -n "${SRC[demo]:-}" ]; then
     IMTEXT=${IMTEXT:-$OUT/imatrix-text.txt}
-    [ -f "$IMTEXT" ] || zcat build/corpus/out/train.jsonl.gz 2>/dev/null | python3 -c '
+    TRAIN=${TRAIN:-build/corpus/out/train.jsonl.gz}
+    [ -s "$IMTEXT" ] || [ -f "$TRAIN" ] || die "no $TRAIN for the importance matrix text: set IMTEXT (a text file) or TRAIN"
+    [ -s "$IMTEXT" ] || zcat "$TRAIN" | python3 -c '
 import json, sys
 n = 0
 for line in sys.stdin:

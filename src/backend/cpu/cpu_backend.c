@@ -35,7 +35,8 @@ typedef struct {
      * positions, so the table is computed once per pass (grows at warm-up only) */
     float *rope_cs;        /* [rope_n][n_rot/2][2] */
     int32_t *rope_pos;     /* [rope_n] */
-    int rope_n, rope_cap;
+    int rope_n, rope_cap;  /* positions in the table, capacity of rope_pos */
+    int64_t rope_cs_cap;   /* capacity of rope_cs in (cos, sin) pairs */
     ob_rope rope_key;
 } cpu_state;
 
@@ -359,15 +360,16 @@ static void rope_row(const rows_job *j, int64_t i) {
 
 static int rope_table(cpu_state *s, int n, const int32_t *pos, const ob_rope *r) {
     const int half = r->n_rot / 2;
-    if (s->rope_cs && n == s->rope_n && !memcmp(&s->rope_key, r, sizeof *r) && !memcmp(s->rope_pos, pos, (size_t)n * 4))
+    if (s->rope_n && n == s->rope_n && !memcmp(&s->rope_key, r, sizeof *r) && !memcmp(s->rope_pos, pos, (size_t)n * 4))
         return 0;
-    if (n * half > s->rope_cap || n > s->rope_n) {
+    if (n > s->rope_cap || (int64_t)n * half > s->rope_cs_cap) { /* grows at warm-up only */
         free(s->rope_cs);
         free(s->rope_pos);
-        int cap = n * half > s->rope_cap ? n * half : s->rope_cap;
-        s->rope_cs = malloc((size_t)cap * 2 * sizeof(float));
-        s->rope_pos = malloc((size_t)(cap > n ? cap : n) * sizeof(int32_t));
-        s->rope_cap = s->rope_cs && s->rope_pos ? cap : 0;
+        s->rope_cs = malloc(((size_t)n * half + 1) * 2 * sizeof(float));
+        s->rope_pos = malloc((size_t)n * sizeof(int32_t));
+        s->rope_cap = s->rope_cs && s->rope_pos ? n : 0;
+        s->rope_cs_cap = s->rope_cap ? (int64_t)n * half : 0;
+        s->rope_n = 0;
         if (!s->rope_cap) return -1;
     }
     for (int i = 0; i < n; i++)
