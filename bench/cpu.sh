@@ -12,20 +12,23 @@
 #   REPS         runs per engine and test (default 3; the table shows the median)
 #   THREADS      thread counts (default "1 2"); P (512), N (128)
 #   ONLY         space-separated subset of the file names below (default: all)
+#   OB_REV       revision to print for OB (default: git HEAD)
 #   NICE         prefix for every timed command (default "nice -n -20" when root, else none): on a
 #                shared machine it gives both engines the cores over other jobs, equally
 # llama-bench runs with bench/noamx.c preloaded: its AMX buffer type crashes on this machine
 # (docs/compat.md); the shim disables only that (its CPU_REPACK kernels stay on).
 set -eu
 cd "$(dirname "$0")/.."
-OB=./build/1bit
+# OB: the 1bit binary to time (default: build/1bit, rebuilt first). On a machine where others
+# rebuild build/1bit meanwhile, freeze a copy: cp build/1bit build/1bit-bench; OB=build/1bit-bench
+OB=${OB:-./build/1bit}
 LB=${LLAMA_BENCH:-../peers/llama.cpp/build/bin/llama-bench}
 BN=${BITNET_CLI:-../peers/BitNet/build/bin/llama-cli}
 M=${MODELS:-/work/models}
 REPS=${REPS:-3}; THREADS=${THREADS:-"1 2"}; P=${P:-512}; N=${N:-128}
 if [ "$(id -u)" = 0 ]; then NICE=${NICE-"nice -n -20"}; else NICE=${NICE-}; fi
 mkdir -p "$M" build
-make -s build/1bit
+[ "$OB" != ./build/1bit ] || make -s build/1bit
 cc -O2 -pthread -o build/membw bench/membw.c
 cc -O2 -shared -fPIC -o build/noamx.so bench/noamx.c -ldl
 cc -O2 -Isrc -Iinclude -o build/kbench bench/kbench.c build/lib1bit.a -lm -pthread
@@ -76,7 +79,7 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR % 
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(uname -sr)"
-echo "1bit: $(git rev-parse --short HEAD) (CPU kernels: $(./build/kbench q4_0 32 16 1 -r 1 | cut -d' ' -f1))   llama.cpp: $(LD_PRELOAD=$NOAMX $LB -m "$M/qwen3-0.6b-q4_0.gguf" -p 1 -n 0 -r 1 2>&1 | sed -n 's/^build: \([0-9a-f]*\).*/\1/p' | head -1)"
+echo "1bit: ${OB_REV:-$(git rev-parse --short HEAD)} (CPU kernels: $(./build/kbench q4_0 32 16 1 -r 1 | cut -d' ' -f1))   llama.cpp: $(LD_PRELOAD=$NOAMX $LB -m "$M/qwen3-0.6b-q4_0.gguf" -p 1 -n 0 -r 1 2>&1 | sed -n 's/^build: \([0-9a-f]*\).*/\1/p' | head -1)"
 echo "REPS=$REPS P=$P N=$N THREADS=\"$THREADS\" NICE=\"$NICE\""
 echo
 echo "### Side by side (median of $REPS alternating runs; RSS = peak resident MiB of the run)"
