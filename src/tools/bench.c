@@ -6,7 +6,8 @@
  * Method (as llama-bench): ppN decodes N random tokens in batches of -b into an empty cache;
  * tgN decodes N tokens one at a time into an empty cache. Each repetition starts from an
  * empty cache; the first (warm-up) run of each test is not counted.
- * Does not own: serving benchmarks against a URL (the serving-bench issue adds them here).
+ * Does not own: the serving benchmark against a URL (`--url`, `bench plot`: bench_serve.c), to
+ * which ob_cmd_bench hands the command line.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "onebit.h"
+#include "tools/bench_serve.h"
 #include "tools/tools.h"
 
 #define MAX_LIST 16
@@ -50,7 +52,9 @@ static int usage(void) {
             "  -o, --output FMT       md (default), json (array) or jsonl (one object per line)\n"
             "  -ctk, --cache-type-k T KV cache type of K: f16 (default), f32, q8_0\n"
             "  -ctv, --cache-type-v T KV cache type of V: f16 (default), f32, q8_0\n"
-            "  --device D             cpu (default) | cuda | auto\n");
+            "  --device D             cpu (default) | cuda | auto\n"
+            "serving load: 1bit bench --url http://HOST:PORT/v1 [options] (--url --help lists them)\n"
+            "chart of result files: 1bit bench plot a.json [b.json ...] [-o chart.svg]\n");
     return 2;
 }
 
@@ -93,6 +97,9 @@ typedef struct {
 } result;
 
 int ob_cmd_bench(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "plot")) return ob_bench_plot_cmd(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--url")) return ob_bench_serve_cmd(argc, argv);
     const char *model_path = NULL, *fmt = "md", *device = "cpu";
     int_list lp = {{512}, 1}, ln = {{128}, 1}, lt = {{0}, 1};
     int n_batch = 512, reps = 5, type_k = OB_KV_F16, type_v = OB_KV_F16;
