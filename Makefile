@@ -20,27 +20,49 @@ OBJ_MAIN := $(BUILD)/obj/src/main.o
 TEST_SRC := $(shell find tests/unit -name '*.c' | sort)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test test-unit test-golden e2e help clean deps fuzz
+.PHONY: all test test-unit test-golden test-cuda e2e help clean deps fuzz
 
 all: $(BUILD)/1bit
+
+# CUDA=1 adds the CUDA backend (src/backend/cuda/*.cu, docs/cuda.md) for sm_80 and sm_90; plain
+# `make` needs no nvcc. The setting is remembered in $(BUILD)/cuda.stamp so that switching it
+# rebuilds the objects that depend on it (backend.o, the library, the programs).
+CUDA      ?= 0
+CUDA_PATH ?= /usr/local/cuda
+NVCC      ?= $(CUDA_PATH)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVFLAGS   ?= -O3
+NVFLAGS   += -std=c++17 $(CUDA_ARCH) -Isrc -Iinclude -MMD -MP -Xcompiler -Wall,-Wno-unused-parameter,-Wno-unused-function
+CUDA_STAMP := $(BUILD)/cuda.stamp
+$(shell mkdir -p $(BUILD); echo $(CUDA) | cmp -s - $(CUDA_STAMP) 2>/dev/null || echo $(CUDA) > $(CUDA_STAMP))
 ifeq ($(CUDA),1)
-	@echo "make CUDA=1: the CUDA backend does not exist yet in this tree (see the CUDA issue)." >&2
-	@echo "Build the CPU engine with plain 'make'." >&2
-	@false
+CFLAGS  += -DOB_CUDA
+NVFLAGS += -DOB_CUDA
+ifeq ($(LEAN),0)
+NVFLAGS += -DOB_NO_LEAN
 endif
+SRC_CU  := $(shell find src/backend/cuda -name '*.cu' | sort)
+OBJ_LIB += $(SRC_CU:%.cu=$(BUILD)/obj/%.o)
+LDLIBS  += -L$(CUDA_PATH)/lib64 -Wl,-rpath,$(CUDA_PATH)/lib64 -lcublas -lcudart -lstdc++
+endif
+$(BUILD)/obj/src/backend/backend.o $(BUILD)/obj/tests/unit/test_cuda.o: $(CUDA_STAMP)
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
 $(BUILD)/1bit: $(OBJ_MAIN) $(BUILD)/lib1bit.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(OBJ_MAIN) $(BUILD)/lib1bit.a $(LDLIBS)
 
-$(BUILD)/lib1bit.a: $(OBJ_LIB)
+$(BUILD)/lib1bit.a: $(OBJ_LIB) $(CUDA_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(OBJ_LIB)
 
 # The default model, compiled into the binary (src/engine/embedded.c); EMBED_MODEL= leaves it out.
 EMBED_MODEL ?= models/demo-tq2_0.gguf
 ifneq ($(EMBED_MODEL),)
-$(BUILD)/obj/src/engine/embedded.o: CFLAGS += -DOB_EMBED_MODEL_PATH='"$(EMBED_MODEL)"'
-$(BUILD)/obj/src/engine/embedded.o: $(EMBED_MODEL)
+$(BUILD)/obj/src/engine/embedded.o $(BUILD)/fuzz/obj/src/engine/embedded.o: CFLAGS += -DOB_EMBED_MODEL_PATH='"$(EMBED_MODEL)"'
+$(BUILD)/obj/src/engine/embedded.o $(BUILD)/fuzz/obj/src/engine/embedded.o: $(EMBED_MODEL)
 endif
 
 # `1bit serve --version` prints llama-server's 'version: N (commit)'.
@@ -50,11 +72,11 @@ $(BUILD)/obj/src/tools/serve.o: CFLAGS += -DOB_BUILD_NUMBER=$(shell git rev-list
 # CPU kernels: each instruction set's file gets its own target flags; the portable code checks
 # the CPU (kernels_common.c) before calling into them, so the binary still runs on any x86-64.
 ifneq (,$(findstring x86_64,$(shell $(CC) -dumpmachine)))
-$(BUILD)/obj/src/backend/cpu/kernels_avx2.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2
-$(BUILD)/obj/src/backend/cpu/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavxvnni
-$(BUILD)/obj/src/backend/cpu/kernels_avx512.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
+$(BUILD)/obj/src/backend/cpu/kernels_avx2.o $(BUILD)/fuzz/obj/src/backend/cpu/kernels_avx2.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2
+$(BUILD)/obj/src/backend/cpu/kernels_avxvnni.o $(BUILD)/fuzz/obj/src/backend/cpu/kernels_avxvnni.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavxvnni
+$(BUILD)/obj/src/backend/cpu/kernels_avx512.o $(BUILD)/fuzz/obj/src/backend/cpu/kernels_avx512.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
 	-mavx512dq -mavx512vnni
-$(BUILD)/obj/src/backend/cpu/kernels_amx.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
+$(BUILD)/obj/src/backend/cpu/kernels_amx.o $(BUILD)/fuzz/obj/src/backend/cpu/kernels_amx.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl \
 	-mavx512dq -mavx512vnni -mamx-tile -mamx-int8
 endif
 
@@ -63,7 +85,13 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/test_unit: $(TEST_OBJ) $(BUILD)/lib1bit.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/lib1bit.a $(LDLIBS)
+
+# CUDA kernels against the CPU reference and every architecture's golden test on the GPU
+# (built with CUDA=1; prints a skip message and passes where no GPU is found).
+test-cuda:
+	$(MAKE) --no-print-directory CUDA=1 $(BUILD)/test_unit $(BUILD)/1bit
+	./$(BUILD)/test_unit cuda_kernels cuda_golden
 
 # Every test: unit suites (incl. bad-file and golden suites) in one C runner, then the
 # end-to-end tests (a real `1bit serve` driven by the official openai npm client).
@@ -82,19 +110,27 @@ test-unit: $(BUILD)/test_unit
 
 # Fuzzing (clang + libFuzzer): `make fuzz` builds every harness tests/fuzz/NAME.c into
 # $(BUILD)/fuzz/NAME against the modules in FUZZ_LIB_SRC, instrumented (fuzzer-no-link) with ASan
-# and UBSan (extend FUZZ_LIB_SRC for a harness that needs more). Each harness's header says how
-# to run it.
+# and UBSan. The whole library is instrumented (the request harness reaches the server, the
+# engine and the embedded demo model); a kernel file keeps its instruction-set flags (the -m
+# options of its CFLAGS above). Each harness's header says how to run it; tests/fuzz/run.sh runs
+# one with the standard options.
 FUZZ_CC    ?= clang
-FUZZ_FLAGS := -g -O1 -std=c17 -D_GNU_SOURCE -Isrc -Iinclude -pthread -fno-sanitize-recover=undefined
+FUZZ_FLAGS := -g -O1 -std=c17 -D_GNU_SOURCE -Isrc -Iinclude -pthread -fno-sanitize-recover=undefined -MMD -MP
 FUZZ_BIN   := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/*.c))
-FUZZ_LIB_SRC := $(filter src/engine/grammar% src/text/% src/format/%,$(SRC_LIB))
+FUZZ_LIB_SRC := $(SRC_LIB)
 FUZZ_OBJ   := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
 fuzz: $(FUZZ_BIN)
 
 $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(filter -m% -D%,$(CFLAGS)) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+
+# The CPU backend uses a builtin clang 14 lacks (__builtin_cpu_supports("f16c")): it is built by
+# $(CC) without instrumentation (no harness runs a forward pass).
+$(BUILD)/fuzz/obj/src/backend/%.o: src/backend/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/fuzz/lib1bit.a: $(FUZZ_OBJ)
 	@rm -f $@
@@ -111,7 +147,8 @@ clean:
 
 help:
 	@echo "make            build $(BUILD)/1bit (CPU)"
-	@echo "make CUDA=1     also the CUDA backend (not in this tree yet: fails with a message)"
+	@echo "make CUDA=1     also the CUDA backend (nvcc, sm_80 + sm_90; --device cuda)"
+	@echo "make test-cuda  CUDA kernels vs the CPU reference + golden tests on the GPU (skips without one)"
 	@echo "make test       build and run every test (prints 'N passed, N failed')"
 	@echo "make test-unit SUITES='gguf quant'   run some suites"
 	@echo "make LEAN=0     build without the lean4 weight type (BUILD=build-nolean keeps it apart)"
@@ -120,4 +157,4 @@ help:
 	@echo "make deps       install build dependencies from Debian (no-op when present)"
 	@echo "make clean      remove $(BUILD)/"
 
--include $(OBJ_LIB:.o=.d) $(OBJ_MAIN:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(OBJ_LIB:.o=.d) $(OBJ_MAIN:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

@@ -149,8 +149,9 @@ static json_t *normalize(json_t *messages, json_t *tools, int inline_tools, char
             }
             if (inline_tools) {
                 char *nm = json_dumps(json_object_get(f, "name"), JSON_ENCODE_ANY);
-                char *a = json_dumps(json_object_get(f, "arguments") ? json_object_get(f, "arguments") : json_object(), JSON_ENCODE_ANY | JSON_COMPACT);
-                ob_sbuf_printf(&text, "%s<tool_call>\n{\"name\": %s, \"arguments\": %s}\n</tool_call>", text.len ? "\n" : "", nm, a);
+                json_t *fa = json_object_get(f, "arguments");
+                char *a = fa ? json_dumps(fa, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+                ob_sbuf_printf(&text, "%s<tool_call>\n{\"name\": %s, \"arguments\": %s}\n</tool_call>", text.len ? "\n" : "", nm, a ? a : "{}");
                 free(nm);
                 free(a);
             }

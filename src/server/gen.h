@@ -93,6 +93,18 @@ int ob_gen_parse_common(ob_server *S, json_t *body, ob_gen_req *q, char *err, si
 int ob_gen_parse_tools(json_t *body, ob_gen_req *q, int flat_tools, char *err, size_t errlen);
 /* Renders messages and tokenizes them into q->prompt. *status for errors. */
 int ob_gen_chat_prompt(ob_server *S, json_t *messages, ob_gen_req *q, int *status, char *err, size_t errlen);
+/* A whole body -> the internal request (prompt tokens included), without running anything:
+ * chat completions, completions, and Responses (messages_api 0) or Anthropic Messages (1).
+ * Return 0, or -1 with err and *status (400: the request, 500: the template). The caller
+ * frees q with ob_gen_req_free either way. tests/fuzz/fuzz_request.c drives these. */
+int ob_gen_parse_chat(ob_server *S, json_t *body, ob_gen_req *q, int *status, char *err, size_t errlen);
+int ob_gen_parse_completion(ob_server *S, json_t *body, ob_gen_req *q, int *status, char *err, size_t errlen);
+int ob_gen_parse_resp(ob_server *S, json_t *body, int messages_api, ob_gen_req *q, int *status, char *err, size_t errlen);
+/* Compiles q's grammar constraint (response_format, tool_choice required/named) into q->cons;
+ * no-op without one. -1 with err and *status (400; 501: no grammar engine in this build). */
+int ob_gen_constrain(ob_server *S, ob_gen_req *q, int *status, char *err, size_t errlen);
+/* Answers a request that failed before generation: counts it, fills r, frees q and body. */
+void ob_gen_fail(ob_server *S, ob_http_req *r, ob_gen_req *q, json_t *body, int status, const char *err);
 /* Reads a strict field of a type; absent or null leaves *out. Returns -1 naming key. */
 int ob_json_num(json_t *o, const char *key, double lo, double hi, double *out, char *err, size_t errlen);
 int ob_json_bool(json_t *o, const char *key, int *out, char *err, size_t errlen);

@@ -558,6 +558,16 @@ json_t *ob_gen_body(ob_server *S, ob_http_req *r) {
     return b;
 }
 
+int ob_gen_constrain(ob_server *S, ob_gen_req *q, int *status, char *err, size_t errlen) {
+    if (q->rf == OB_RF_TEXT && q->tool_choice < OB_TC_REQUIRED) return 0;
+    ob_constraint_kind k = q->tool_choice >= OB_TC_REQUIRED ? OB_CONSTRAINT_TOOL_CALL
+                           : q->rf == OB_RF_JSON_SCHEMA   ? OB_CONSTRAINT_JSON_SCHEMA : OB_CONSTRAINT_JSON_OBJECT;
+    q->cons = ob_constraint_new(S, k, k == OB_CONSTRAINT_TOOL_CALL ? q->tools : q->schema, q->tool_name, err, errlen);
+    if (q->cons) return 0;
+    *status = ob_constraint_available() ? 400 : 501;
+    return -1;
+}
+
 void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *fmt, void *api, void (*api_free)(void *)) {
     char err[512];
     ob_gen *g = calloc(1, sizeof *g);
@@ -576,11 +586,9 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
     int status = 400;
     const char *etype = "invalid_request_error";
     /* Constraints (grammar) before anything is submitted. */
-    if (g->q.rf != OB_RF_TEXT || g->q.tool_choice >= OB_TC_REQUIRED) {
-        ob_constraint_kind k = g->q.tool_choice >= OB_TC_REQUIRED ? OB_CONSTRAINT_TOOL_CALL
-                               : g->q.rf == OB_RF_JSON_SCHEMA   ? OB_CONSTRAINT_JSON_SCHEMA : OB_CONSTRAINT_JSON_OBJECT;
-        g->q.cons = ob_constraint_new(S, k, k == OB_CONSTRAINT_TOOL_CALL ? g->q.tools : g->q.schema, g->q.tool_name, err, sizeof err);
-        if (!g->q.cons) { status = ob_constraint_available() ? 400 : 501; etype = "not_implemented_error"; goto fail; }
+    if (ob_gen_constrain(S, &g->q, &status, err, sizeof err)) {
+        if (status == 501) etype = "not_implemented_error";
+        goto fail;
     }
     for (int i = 0; i < g->n; i++) {
         ob_choice *c = &g->ch[i];
@@ -730,30 +738,37 @@ static json_t *chat_full(ob_gen *g) {
 
 static const ob_gen_fmt chat_fmt = {"chatcmpl-", 1, chat_start, chat_delta, chat_done, chat_end, chat_full};
 
+int ob_gen_parse_chat(ob_server *S, json_t *b, ob_gen_req *q, int *status, char *err, size_t errlen) {
+    *status = 400;
+    if (ob_gen_parse_common(S, b, q, err, errlen) || ob_gen_parse_tools(b, q, 0, err, errlen)) return -1;
+    if (ob_json_bool(b, "logprobs", &q->logprobs, err, errlen)) return -1;
+    long long tl = 0;
+    if (json_int(b, "top_logprobs", 0, OB_MAX_PROBS, &tl, err, errlen)) return -1;
+    q->top_logprobs = (int)tl;
+    if (tl && !q->logprobs) return ERR("'top_logprobs' requires 'logprobs': true");
+    json_t *messages = json_object_get(b, "messages");
+    if (!messages) return ERR("'messages' is required");
+    return ob_gen_chat_prompt(S, messages, q, status, err, errlen);
+}
+
+/* The reply to a request that failed before generation: counts it, fills r, frees q and b. */
+void ob_gen_fail(ob_server *S, ob_http_req *r, ob_gen_req *q, json_t *b, int status, const char *err) {
+    atomic_fetch_add(&S->n_errors, 1);
+    ob_http_error(r, status, status == 400 ? "invalid_request_error" : "server_error", "%s", err);
+    ob_gen_req_free(q);
+    json_decref(b);
+}
+
 void ob_h_chat(void *app, ob_http_req *r) {
     ob_server *S = app;
     json_t *b = ob_gen_body(S, r);
     if (!b) return;
     char err[1024];
     ob_gen_req q = {0};
-    int status = 400;
-    if (ob_gen_parse_common(S, b, &q, err, sizeof err) || ob_gen_parse_tools(b, &q, 0, err, sizeof err)) goto fail;
-    if (ob_json_bool(b, "logprobs", &q.logprobs, err, sizeof err)) goto fail;
-    long long tl = 0;
-    if (json_int(b, "top_logprobs", 0, OB_MAX_PROBS, &tl, err, sizeof err)) goto fail;
-    q.top_logprobs = (int)tl;
-    if (tl && !q.logprobs) { snprintf(err, sizeof err, "'top_logprobs' requires 'logprobs': true"); goto fail; }
-    json_t *messages = json_object_get(b, "messages");
-    if (!messages) { snprintf(err, sizeof err, "'messages' is required"); goto fail; }
-    if (ob_gen_chat_prompt(S, messages, &q, &status, err, sizeof err)) goto fail;
+    int status;
+    if (ob_gen_parse_chat(S, b, &q, &status, err, sizeof err)) { ob_gen_fail(S, r, &q, b, status, err); return; }
     json_decref(b);
     ob_gen_run(S, r, &q, &chat_fmt, NULL, NULL);
-    return;
-fail:
-    atomic_fetch_add(&S->n_errors, 1);
-    ob_http_error(r, status, status == 400 ? "invalid_request_error" : "server_error", "%s", err);
-    ob_gen_req_free(&q);
-    json_decref(b);
 }
 
 /* ---- completions ---------------------------------------------------------------------- */
@@ -823,51 +838,51 @@ static json_t *cmpl_full(ob_gen *g) {
 
 static const ob_gen_fmt cmpl_fmt = {"cmpl-", 0, cmpl_start, cmpl_delta, cmpl_done, chat_end, cmpl_full};
 
+int ob_gen_parse_completion(ob_server *S, json_t *b, ob_gen_req *q, int *status, char *err, size_t errlen) {
+    *status = 400;
+    if (ob_gen_parse_common(S, b, q, err, errlen)) return -1;
+    if (ob_json_bool(b, "echo", &q->echo, err, errlen)) return -1;
+    long long lp = -1;
+    if (json_int(b, "logprobs", 0, OB_MAX_PROBS, &lp, err, errlen)) return -1;
+    q->logprobs = lp >= 0;
+    q->top_logprobs = lp > 0 ? (int)lp : 0;
+    json_t *p = json_object_get(b, "prompt");
+    if (json_is_string(p)) {
+        q->prompt_text = strdup(json_string_value(p));
+        if (tokenize(S, q->prompt_text, json_string_length(p), 1, &q->prompt, &q->n_prompt)) return ERR("could not tokenize 'prompt'");
+    } else if (json_is_array(p) && json_array_size(p) && json_is_integer(json_array_get(p, 0))) {
+        size_t i;
+        json_t *t;
+        q->n_prompt = (int32_t)json_array_size(p);
+        q->prompt = malloc((size_t)q->n_prompt * sizeof *q->prompt);
+        ob_sbuf text = {0};
+        json_array_foreach(p, i, t) {
+            if (!json_is_integer(t)) { ob_sbuf_free(&text); return ERR("'prompt[%zu]' must be a token id", i); }
+            q->prompt[i] = (int32_t)json_integer_value(t);
+            ob_token_raw(S->tok, q->prompt[i], &text); /* a bad id is the scheduler's 400 */
+        }
+        ob_sbuf clean = {0};
+        ob_utf8_sanitize(text.p ? text.p : "", text.len, 1, &clean);
+        ob_sbuf_free(&text);
+        q->prompt_text = clean.p ? clean.p : strdup("");
+    } else if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) {
+        json_t *s = json_array_get(p, 0);
+        q->prompt_text = strdup(json_string_value(s));
+        if (tokenize(S, q->prompt_text, json_string_length(s), 1, &q->prompt, &q->n_prompt)) return ERR("could not tokenize 'prompt'");
+    } else {
+        return ERR("'prompt' must be a string, a one-string array or an array of token ids");
+    }
+    return 0;
+}
+
 void ob_h_completions(void *app, ob_http_req *r) {
     ob_server *S = app;
     json_t *b = ob_gen_body(S, r);
     if (!b) return;
     char err[1024];
     ob_gen_req q = {0};
-    if (ob_gen_parse_common(S, b, &q, err, sizeof err)) goto fail;
-    if (ob_json_bool(b, "echo", &q.echo, err, sizeof err)) goto fail;
-    long long lp = -1;
-    if (json_int(b, "logprobs", 0, OB_MAX_PROBS, &lp, err, sizeof err)) goto fail;
-    q.logprobs = lp >= 0;
-    q.top_logprobs = lp > 0 ? (int)lp : 0;
-    json_t *p = json_object_get(b, "prompt");
-    if (json_is_string(p)) {
-        q.prompt_text = strdup(json_string_value(p));
-        if (tokenize(S, q.prompt_text, json_string_length(p), 1, &q.prompt, &q.n_prompt)) { snprintf(err, sizeof err, "could not tokenize 'prompt'"); goto fail; }
-    } else if (json_is_array(p) && json_array_size(p) && json_is_integer(json_array_get(p, 0))) {
-        size_t i;
-        json_t *t;
-        q.n_prompt = (int32_t)json_array_size(p);
-        q.prompt = malloc((size_t)q.n_prompt * sizeof *q.prompt);
-        ob_sbuf text = {0};
-        json_array_foreach(p, i, t) {
-            if (!json_is_integer(t)) { ob_sbuf_free(&text); snprintf(err, sizeof err, "'prompt[%zu]' must be a token id", i); goto fail; }
-            q.prompt[i] = (int32_t)json_integer_value(t);
-            ob_token_raw(S->tok, q.prompt[i], &text); /* a bad id is the scheduler's 400 */
-        }
-        ob_sbuf clean = {0};
-        ob_utf8_sanitize(text.p ? text.p : "", text.len, 1, &clean);
-        ob_sbuf_free(&text);
-        q.prompt_text = clean.p ? clean.p : strdup("");
-    } else if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) {
-        json_t *s = json_array_get(p, 0);
-        q.prompt_text = strdup(json_string_value(s));
-        if (tokenize(S, q.prompt_text, json_string_length(s), 1, &q.prompt, &q.n_prompt)) { snprintf(err, sizeof err, "could not tokenize 'prompt'"); goto fail; }
-    } else {
-        snprintf(err, sizeof err, "'prompt' must be a string, a one-string array or an array of token ids");
-        goto fail;
-    }
+    int status;
+    if (ob_gen_parse_completion(S, b, &q, &status, err, sizeof err)) { ob_gen_fail(S, r, &q, b, status, err); return; }
     json_decref(b);
     ob_gen_run(S, r, &q, &cmpl_fmt, NULL, NULL);
-    return;
-fail:
-    atomic_fetch_add(&S->n_errors, 1);
-    ob_http_error(r, 400, "invalid_request_error", "%s", err);
-    ob_gen_req_free(&q);
-    json_decref(b);
 }

@@ -87,14 +87,25 @@ static int msg_messages(json_t *b, json_t *msgs, ob_gen_req *q, char *err, size_
             if (!type) { json_decref(text); json_decref(calls); return snprintf(err, errlen, "'messages[%zu].content[%zu].type' is missing", i, k), -1; }
             if (!strcmp(type, "text")) json_array_append(text, blk);
             else if (!strcmp(type, "tool_use")) {
-                char *args = json_dumps(json_object_get(blk, "input") ? json_object_get(blk, "input") : json_object(), JSON_COMPACT);
+                if (!json_is_string(json_object_get(blk, "name"))) {
+                    json_decref(text);
+                    json_decref(calls);
+                    return snprintf(err, errlen, "'messages[%zu].content[%zu].name' must be a string", i, k), -1;
+                }
+                json_t *input = json_object_get(blk, "input");
+                char *args = input ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
                 json_array_append_new(calls, json_pack("{s:O, s:s, s:{s:O, s:s}}", "id", json_object_get(blk, "id"), "type", "function",
                                                        "function", "name", json_object_get(blk, "name"), "arguments", args ? args : "{}"));
                 free(args);
             } else if (!strcmp(type, "tool_result")) {
                 json_t *c = json_object_get(blk, "content");
-                json_array_append_new(msgs, json_pack("{s:s, s:O, s:O}", "role", "tool", "tool_call_id", json_object_get(blk, "tool_use_id"),
-                                                      "content", c ? c : json_string("")));
+                if (!json_is_string(json_object_get(blk, "tool_use_id"))) {
+                    json_decref(text);
+                    json_decref(calls);
+                    return snprintf(err, errlen, "'messages[%zu].content[%zu].tool_use_id' must be a string", i, k), -1;
+                }
+                json_array_append_new(msgs, json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", json_object_get(blk, "tool_use_id"),
+                                                      "content", c ? json_incref(c) : json_string("")));
             } else if (strcmp(type, "thinking")) {
                 json_decref(text);
                 json_decref(calls);
@@ -372,39 +383,40 @@ static void blocks_free(void *p) {
     free(b);
 }
 
+int ob_gen_parse_resp(ob_server *S, json_t *b, int messages_api, ob_gen_req *q, int *status, char *err, size_t errlen) {
+    *status = 400;
+    json_t *msgs = json_array();
+    int rc = -1;
+    if (ob_gen_parse_common(S, b, q, err, errlen)) goto out;
+    if (!messages_api) {
+        if (ob_gen_parse_tools(b, q, 1, err, errlen) || resp_messages(b, msgs, err, errlen)) goto out;
+    } else {
+        json_t *mt = json_object_get(b, "max_tokens");
+        if (!json_is_integer(mt)) { snprintf(err, errlen, "'max_tokens' is required and must be an integer"); goto out; }
+        json_t *ss = json_object_get(b, "stop_sequences");
+        if (ss) json_object_set(b, "stop", ss);
+        ob_gen_req_free(q);
+        if (ob_gen_parse_common(S, b, q, err, errlen) || msg_messages(b, msgs, q, err, errlen)) goto out;
+    }
+    if (q->n != 1) { snprintf(err, errlen, "'n' must be 1 for this API"); goto out; }
+    rc = ob_gen_chat_prompt(S, msgs, q, status, err, errlen);
+out:
+    json_decref(msgs);
+    return rc;
+}
+
 static void handle(ob_server *S, ob_http_req *r, int api) {
     json_t *b = ob_gen_body(S, r);
     if (!b) return;
     char err[1024];
     ob_gen_req q = {0};
-    int status = 400;
-    json_t *msgs = json_array();
-    if (ob_gen_parse_common(S, b, &q, err, sizeof err)) goto fail;
-    if (api == API_RESP) {
-        if (ob_gen_parse_tools(b, &q, 1, err, sizeof err) || resp_messages(b, msgs, err, sizeof err)) goto fail;
-    } else {
-        json_t *mt = json_object_get(b, "max_tokens");
-        if (!json_is_integer(mt)) { snprintf(err, sizeof err, "'max_tokens' is required and must be an integer"); goto fail; }
-        json_t *ss = json_object_get(b, "stop_sequences");
-        if (ss) json_object_set(b, "stop", ss);
-        ob_gen_req_free(&q);
-        if (ob_gen_parse_common(S, b, &q, err, sizeof err) || msg_messages(b, msgs, &q, err, sizeof err)) goto fail;
-    }
-    if (q.n != 1) { snprintf(err, sizeof err, "'n' must be 1 for this API"); goto fail; }
-    if (ob_gen_chat_prompt(S, msgs, &q, &status, err, sizeof err)) goto fail;
-    json_decref(msgs);
+    int status;
+    if (ob_gen_parse_resp(S, b, api == API_MSG, &q, &status, err, sizeof err)) { ob_gen_fail(S, r, &q, b, status, err); return; }
     json_decref(b);
     blocks *bl = calloc(1, sizeof *bl);
     bl->api = api;
     bl->items = json_array();
     ob_gen_run(S, r, &q, api == API_RESP ? &resp_fmt : &msg_fmt, bl, blocks_free);
-    return;
-fail:
-    atomic_fetch_add(&S->n_errors, 1);
-    ob_http_error(r, status, status == 400 ? "invalid_request_error" : "server_error", "%s", err);
-    ob_gen_req_free(&q);
-    json_decref(msgs);
-    json_decref(b);
 }
 
 void ob_h_responses(void *app, ob_http_req *r) { handle(app, r, API_RESP); }
