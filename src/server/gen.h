@@ -80,6 +80,8 @@ struct ob_gen {
     long created;
     int started, seq;            /* seq: Responses' sequence_number */
     int metrics_done;
+    int64_t t0_us;               /* when generation began (monotonic): --request-timeout counts from here */
+    int timed_out;               /* the deadline passed: cancelled, finishing as "length" */
     void *api;                   /* format-private state */
     void (*api_free)(void *);
 };

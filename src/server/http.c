@@ -2,13 +2,17 @@
  *
  * Owns: the daemon (one thread per connection, so a streamed reply may block on the
  * scheduler), per-connection state (body, chosen route, pending stream bytes) freed in the
- * completion callback, and the checks every request passes before a handler sees it.
+ * completion callback, and the checks every request passes before a handler sees it, in this
+ * order: connections (503), header size (431), locality without a key (403), CORS preflight,
+ * API key (401), route (404 / 405), body size (413), body time (connection closed).
+ * docs/reliability.md states the policy and why.
  * Does not own: what handlers do (openai_*.c), HTTP parsing (libmicrohttpd).
  */
 #include "server/http.h"
 
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
@@ -19,12 +23,14 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "onebit.h"
 #include "util/err.h"
 
 struct ob_http {
     struct MHD_Daemon *d;
-    ob_http_config cfg;
+    ob_http_config cfg;          /* limits resolved to their defaults */
     char *host, *api_key;
+    atomic_int n_conns;          /* open connections (libmicrohttpd's start/close notices) */
 };
 
 typedef struct {
@@ -38,6 +44,8 @@ typedef struct {
     ob_sbuf pending;              /* stream bytes not yet handed to the socket */
     size_t off;
     int stream_done;
+    int64_t t_first;             /* us: when the request's headers were complete */
+    int cors;                    /* the Origin passed the checks: replies may echo it */
 } conn_t;
 
 /* ---- buffers ----------------------------------------------------------------------------- */
@@ -137,13 +145,32 @@ static void host_of(const char *s, char *out, size_t n) {
     for (char *q = out; *q; q++) if (*q >= 'A' && *q <= 'Z') *q += 32;
 }
 
-static int is_local_host(const ob_http_t *h, const char *hostport) {
+/* Only a parsed address counts as loopback: a name such as "127.0.0.1.evil.example" is a
+ * DNS name an attacker can point anywhere (DNS rebinding), not an address. */
+static int is_loopback_addr(const char *host) {
+    unsigned char a[16];
+    if (inet_pton(AF_INET, host, a) == 1) return a[0] == 127;
+    if (inet_pton(AF_INET6, host, a) != 1) return 0;
+    static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!memcmp(a, v4mapped, 12)) return a[12] == 127;
+    for (int i = 0; i < 15; i++) if (a[i]) return 0;
+    return a[15] == 1;
+}
+
+int ob_http_host_is_local(const char *bound, const char *hostport) {
     char host[256];
     host_of(hostport, host, sizeof host);
-    if (!strcmp(host, "localhost") || !strcmp(host, "::1") || !strncmp(host, "127.", 4)) return 1;
+    if (!strcmp(host, "localhost") || is_loopback_addr(host)) return 1;
     /* An explicit non-wildcard --host is as good as local: the user chose to be reached there. */
-    if (h->host && strcmp(h->host, "0.0.0.0") && strcmp(h->host, "::") && !strcasecmp(host, h->host)) return 1;
+    if (bound && *bound && strcmp(bound, "0.0.0.0") && strcmp(bound, "::") && !strcasecmp(host, bound)) return 1;
     return 0;
+}
+
+/* Bytes of the request line's target and the headers, as the client sent them (about). */
+static enum MHD_Result count_kv(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
 }
 
 static int const_eq(const char *a, const char *b) {
@@ -165,11 +192,19 @@ static int key_ok(const ob_http_t *h, struct MHD_Connection *c) {
 }
 
 /* ---- responses -------------------------------------------------------------------------- */
+/* The Origin is echoed, never "*", and never with Access-Control-Allow-Credentials: without a
+ * key only local origins get this far; with a key a page elsewhere must still send the key
+ * itself (a browser never adds it), so echoing lets a page the user gave the key work. */
 static void add_cors(struct MHD_Response *res, struct MHD_Connection *c) {
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (!origin) return;
     MHD_add_response_header(res, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(res, "Vary", "Origin");
+}
+
+/* Every 503 (overload, queue full, loading, shutting down) says when to come back. */
+static void add_retry(struct MHD_Response *res, int status) {
+    if (status == 503) MHD_add_response_header(res, "Retry-After", "1");
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -203,7 +238,10 @@ static enum MHD_Result send_reply(conn_t *c, struct MHD_Connection *mc) {
         if (!res) return MHD_NO;
         MHD_add_response_header(res, "Content-Type", r->content_type ? r->content_type : "application/json; charset=utf-8");
     }
-    add_cors(res, mc);
+    if (c->cors) add_cors(res, mc);
+    add_retry(res, r->status);
+    /* A refused request may have a body we did not read: close rather than parse it as the next. */
+    if (r->status == 503 || r->status == 413 || r->status == 431) MHD_add_response_header(res, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(mc, (unsigned)(r->status ? r->status : 200), res);
     MHD_destroy_response(res);
     return ret;
@@ -232,16 +270,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->req.conn = mc;
         c->req.method = method;
         c->req.path = c->path ? c->path : "";
+        c->t_first = ob_time_us();
+        /* Overload: a connection beyond the limit is answered, not queued without bound. */
+        if (atomic_load(&h->n_conns) > h->cfg.max_conns) {
+            char m[160];
+            snprintf(m, sizeof m, "the server has %d connections open (--max-connections); retry later", h->cfg.max_conns);
+            return reply_error(c, mc, 503, "unavailable_error", m);
+        }
+        size_t hdr = strlen(method) + strlen(url) + 12;
+        MHD_get_connection_values(mc, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, count_kv, &hdr);
+        if (hdr > h->cfg.max_header) {
+            char m[160];
+            snprintf(m, sizeof m, "request headers exceed the limit of %zu bytes (--max-header-size)", h->cfg.max_header);
+            return reply_error(c, mc, 431, "invalid_request_error", m);
+        }
         /* Locality: without a key, a web page (any Origin) or a rebound DNS name (any Host)
          * that is not this machine must not drive the server. */
         const char *host = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Host");
         const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
         if (!h->api_key) {
-            if (host && !is_local_host(h, host))
+            if (host && !ob_http_host_is_local(h->host, host))
                 return reply_error(c, mc, 403, "forbidden", "Host header is not local; start the server with --api-key to accept remote clients");
-            if (origin && !is_local_host(h, origin))
+            if (origin && !ob_http_host_is_local(h->host, origin))
                 return reply_error(c, mc, 403, "forbidden", "Origin is not local; start the server with --api-key to accept other origins");
         }
+        c->cors = 1;
         if (!strcmp(method, "OPTIONS")) { /* CORS preflight */
             struct MHD_Response *res = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
             add_cors(res, mc);
@@ -259,6 +312,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             path_known = 1;
             if (!strcmp(h->cfg.routes[i].method, method)) c->route = &h->cfg.routes[i];
         }
+        /* With a key, nothing but an open route (health) answers without it: not even whether
+         * a path exists. */
+        if (h->api_key && !(c->route && c->route->open) && !key_ok(h, mc))
+            return reply_error(c, mc, 401, "authentication_error", "invalid or missing API key");
         if (!c->route && path_known) {
             char m[256];
             snprintf(m, sizeof m, "method %s is not allowed on %s", method, c->req.path);
@@ -269,8 +326,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             snprintf(m, sizeof m, "no endpoint %s %.300s", method, c->req.path);
             return reply_error(c, mc, 404, "not_found_error", m);
         }
-        if (h->api_key && !c->route->open && !key_ok(h, mc))
-            return reply_error(c, mc, 401, "authentication_error", "invalid or missing API key");
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
         const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Expect");
         if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) {
@@ -287,6 +342,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return MHD_YES; /* libmicrohttpd answers Expect: 100-continue now */
     }
     if (*upload_size) {
+        /* A body that trickles in (slowloris) holds a thread: past the limit the connection is
+         * closed (libmicrohttpd cannot answer in the middle of a body). */
+        if (h->cfg.request_timeout_s > 0 && ob_time_us() - c->t_first > (int64_t)h->cfg.request_timeout_s * 1000000) return MHD_NO;
         if (!c->too_large && c->body.len + *upload_size > h->cfg.max_body) c->too_large = 1;
         if (!c->too_large && ob_sbuf_put(&c->body, upload, *upload_size)) c->too_large = 1;
         *upload_size = 0;
@@ -318,6 +376,13 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     *con_cls = NULL;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ctx, enum MHD_ConnectionNotificationCode code) {
+    (void)mc; (void)socket_ctx;
+    ob_http_t *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&h->n_conns, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&h->n_conns, 1);
+}
+
 /* ---- lifecycle -------------------------------------------------------------------------- */
 int ob_http_start(const ob_http_config *cfg, ob_http_t **out, char *err, size_t errlen) {
     *out = NULL;
@@ -333,6 +398,9 @@ int ob_http_start(const ob_http_config *cfg, ob_http_t **out, char *err, size_t 
     ob_http_t *h = calloc(1, sizeof *h);
     if (!h) { freeaddrinfo(ai); return ERR("out of memory"); }
     h->cfg = *cfg;
+    if (!h->cfg.max_header) h->cfg.max_header = 16384;
+    if (h->cfg.max_conns <= 0) h->cfg.max_conns = 256;
+    if (h->cfg.timeout_s <= 0) h->cfg.timeout_s = 600;
     h->host = strdup(host);
     h->api_key = cfg->api_key && *cfg->api_key ? strdup(cfg->api_key) : NULL;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
@@ -340,8 +408,13 @@ int ob_http_start(const ob_http_config *cfg, ob_http_t **out, char *err, size_t 
     h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout_s > 0 ? cfg->timeout_s : 600),
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            /* headers live in this pool: room for the limit plus the read and
+                             * write buffers, so the 431 above (not libmicrohttpd) answers */
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * h->cfg.max_header + 64 * 1024),
+                            /* the hard cap leaves room to answer 503 to those over the limit */
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(h->cfg.max_conns + 16),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.timeout_s,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                             MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -1,9 +1,10 @@
 /* http.h — the HTTP layer of `1bit serve`: a thin wrapper over libmicrohttpd.
  *
  * Owns: the listening socket, one thread per connection (a streaming reply blocks its thread
- * while it waits for tokens), request bodies up to a size limit (413), the route table
- * (method + path -> handler; 404 / 405), Host/Origin locality checks, the API key
- * (constant-time compare), CORS for local origins, error replies in OpenAI's shape.
+ * while it waits for tokens), the limits on what a client may send (body 413, headers 431,
+ * connections 503 + Retry-After, slow bodies 408), the route table (method + path -> handler;
+ * 404 / 405), Host/Origin locality checks, the API key (constant-time compare; every route but
+ * the open ones), CORS, error replies in OpenAI's shape. docs/reliability.md states the policy.
  * Does not own: JSON request semantics or tokens (openai_*.c), the model (the scheduler).
  * libmicrohttpd parses HTTP (incl. chunked bodies and `Expect: 100-continue`).
  */
@@ -60,7 +61,10 @@ typedef struct {
     int port;                    /* 0: any free port (see ob_http_port) */
     const char *api_key;         /* NULL: none (then only local Host/Origin are accepted) */
     size_t max_body;             /* bytes; larger bodies get 413 */
+    size_t max_header;           /* bytes of request line + headers; more get 431; 0: 16 KiB */
+    int max_conns;               /* open connections; a request on one beyond gets 503; <= 0: 256 */
     int timeout_s;               /* idle connection timeout; <= 0: 600 */
+    int request_timeout_s;       /* most seconds to receive one request's body (408); <= 0: none */
     const ob_http_route *routes;
     int n_routes;
     void *app;                   /* passed to handlers */
@@ -79,7 +83,11 @@ const char *ob_http_header(const ob_http_req *r, const char *name);
 const char *ob_http_query(const ob_http_req *r, const char *name);
 /* Nonzero when the client has closed its side of the connection. */
 int ob_http_client_gone(const ob_http_req *r);
-/* Fills r with OpenAI's error shape {"error":{"message","type","code"}}. */
+/* Nonzero when hostport (a Host header, or an Origin URL) names this machine: localhost, a
+ * 127.0.0.0/8 or ::1 address, or bound_host when that is an explicit, non-wildcard address. */
+int ob_http_host_is_local(const char *bound_host, const char *hostport);
+/* Fills r with OpenAI's error shape {"error":{"message","type","code"}}. A 503 reply also
+ * carries Retry-After. */
 void ob_http_error(ob_http_req *r, int status, const char *type, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

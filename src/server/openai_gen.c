@@ -401,6 +401,8 @@ static void on_event(ob_gen *g, ob_choice *c, const ob_token_event *ev) {
         feed_text(c, rel.p, rel.len);
         ob_sbuf_free(&rel);
         if (c->parse) ob_outp_end(&c->op, on_out, c);
+        /* a deadline's cancel reads as a length limit (the client asked for nothing less) */
+        if (ev->finish == OB_FINISH_CANCELLED && g->timed_out && !c->stop_hit) c->finish = OB_FINISH_LENGTH;
         ob_req_get_timings(c->req, &c->tm);
         if (ev->finish == OB_FINISH_ERROR) snprintf(c->err, sizeof c->err, "%s", ob_req_error(c->req));
     }
@@ -435,6 +437,14 @@ static int all_done(const ob_gen *g) {
 
 static void cancel_all(ob_gen *g) {
     for (int i = 0; i < g->n; i++) if (g->ch[i].req) ob_req_cancel(g->ch[i].req);
+}
+
+/* --request-timeout: past it, every choice is cancelled (once) and ends within a step. */
+static void check_deadline(ob_gen *g) {
+    int lim = g->S->cfg.request_timeout_s;
+    if (g->timed_out || lim <= 0 || ob_time_us() - g->t0_us < (int64_t)lim * 1000000) return;
+    g->timed_out = 1;
+    cancel_all(g);
 }
 
 static int should_abort(ob_gen *g) {
@@ -506,6 +516,7 @@ static int stream_next(void *user, ob_sbuf *out) {
     }
     for (;;) {
         if (should_abort(g)) { cancel_all(g); return -1; }
+        check_deadline(g);
         int rc = pump(g, 50);
         if (rc == 0) continue;
         for (int i = 0; i < g->n; i++) {
@@ -580,6 +591,7 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
     g->http = r;
     g->n = g->q.n;
     g->created = (long)time(NULL);
+    g->t0_us = ob_time_us();
     ob_gen_new_id(g->id, sizeof g->id, fmt->id_prefix);
     g->ch = calloc((size_t)g->n, sizeof *g->ch);
     atomic_fetch_add(&S->n_processing, 1);
@@ -627,7 +639,18 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
     }
     for (;;) {
         if (should_abort(g)) { cancel_all(g); break; }
+        check_deadline(g);
         if (pump(g, 50) < 0) break;
+    }
+    if (g->timed_out) {
+        int any = 0;
+        for (int i = 0; i < g->n; i++) any |= g->ch[i].tm.predicted_n > 0;
+        if (!any) { /* it never reached a slot: overload, not a short answer */
+            snprintf(err, sizeof err, "no slot became free within --request-timeout (%d s)", S->cfg.request_timeout_s);
+            status = 503;
+            etype = "unavailable_error";
+            goto fail;
+        }
     }
     for (int i = 0; i < g->n; i++)
         if (g->ch[i].finish == OB_FINISH_ERROR) {

@@ -14,8 +14,8 @@
 const ob_http_route ob_server_routes[] = {
     {"GET", "/health", ob_h_health, 1},
     {"GET", "/v1/health", ob_h_health, 1},
-    {"GET", "/v1/models", ob_h_models, 1},
-    {"GET", "/models", ob_h_models, 1},
+    {"GET", "/v1/models", ob_h_models, 0},
+    {"GET", "/models", ob_h_models, 0},
     {"POST", "/v1/chat/completions", ob_h_chat, 0},
     {"POST", "/chat/completions", ob_h_chat, 0},
     {"POST", "/v1/completions", ob_h_completions, 0},

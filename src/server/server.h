@@ -21,6 +21,8 @@ typedef struct {
     int port, n_ctx, n_parallel, n_threads, n_batch, n_ubatch, n_gpu_layers, timeout_s;
     int jinja, metrics, embeddings, reranking;
     int max_body_mb;
+    int max_header, max_conns, max_queue; /* limits: header bytes, open connections, waiting requests */
+    int request_timeout_s;       /* one request, queue + generation (and receiving its body); 0: none */
     const char *hf_cache;        /* download folder for -hf (NULL: $XDG_CACHE_HOME/1bit) */
     /* request defaults (llama-server's sampling flags); a request's own fields win */
     ob_sampler_params sp;

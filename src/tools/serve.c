@@ -59,6 +59,10 @@ static const struct flag {
     {NULL, "--reranking", F_BOOL, OFF(reranking), 0, 0, NULL, "accepted; /v1/rerank answers 501 (no ranking head in this build)"},
     {"-to", "--timeout", F_INT, OFF(timeout_s), 1, 86400, "S", "idle connection timeout in seconds (default 600)"},
     {NULL, "--body-limit", F_INT, OFF(max_body_mb), 1, 4096, "MB", "largest request body (default 16); larger ones get 413"},
+    {NULL, "--max-header-size", F_INT, OFF(max_header), 1024, 1 << 20, "BYTES", "largest request line + headers (default 16384); larger ones get 431"},
+    {NULL, "--max-connections", F_INT, OFF(max_conns), 1, 65536, "N", "open connections (default 256); a request beyond gets 503 + Retry-After"},
+    {NULL, "--max-queue", F_INT, OFF(max_queue), 1, 65536, "N", "requests waiting for a slot (default 64); beyond, 503 + Retry-After"},
+    {NULL, "--request-timeout", F_INT, OFF(request_timeout_s), 0, 86400, "S", "most seconds one request may take, queue + generation (default 600; 0: no limit); then it ends as finish_reason 'length'"},
     {"-n", "--n-predict", F_INT, OFF(n_predict), -1, 1 << 30, "N", "default max tokens of a request (default -1: until the context is full)"},
     {NULL, "--temp", F_FLOAT, OFF(sp.temp), 0, 100, "T", "default temperature (0.8; 0: greedy)"},
     {NULL, "--top-k", F_INT, OFF(sp.top_k), 0, 1 << 30, "K", "default top-k (40; 0: off)"},
@@ -182,6 +186,7 @@ static void *load_main(void *arg) {
     sp.n_slots = c->n_parallel;
     sp.n_ctx = c->n_ctx;
     sp.n_batch = c->n_batch;
+    sp.max_queue = c->max_queue;
     if (ob_sched_new(S->model, &sp, &S->sched, err, errlen)) goto fail;
     if (c->embeddings) {
         ob_ctx_params cp = {ob_sched_n_ctx(S->sched), 1, 512, OB_KV_F16, OB_KV_F16};
@@ -211,6 +216,10 @@ int ob_cmd_serve(int argc, char **argv) {
     c->n_batch = 512;
     c->max_body_mb = 16;
     c->timeout_s = 600;
+    c->max_header = 16384;
+    c->max_conns = 256;
+    c->max_queue = 64;
+    c->request_timeout_s = 600;
     c->sp = ob_sampler_default_params();
     c->n_predict = -1;
     c->seed = -1;
@@ -252,8 +261,10 @@ int ob_cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[512];
-    ob_http_config hc = {c->host, c->port, c->api_key, (size_t)c->max_body_mb << 20, c->timeout_s,
-                         ob_server_routes, ob_server_n_routes, S};
+    ob_http_config hc = {.host = c->host, .port = c->port, .api_key = c->api_key, .max_body = (size_t)c->max_body_mb << 20,
+                         .max_header = (size_t)c->max_header, .max_conns = c->max_conns, .timeout_s = c->timeout_s,
+                         .request_timeout_s = c->request_timeout_s, .routes = ob_server_routes,
+                         .n_routes = ob_server_n_routes, .app = S};
     ob_http_t *h = NULL;
     if (ob_http_start(&hc, &h, err, sizeof err)) { fprintf(stderr, "serve: %s\n", err); free(key); return 1; }
     fprintf(stderr, "serve: listening on http://%s:%d (loading the model)\n", c->host ? c->host : "127.0.0.1", ob_http_port(h));

@@ -126,7 +126,7 @@ test('API key: 401 when missing or wrong (constant-time compare), 200 when right
   assert.equal(ok.status, 200);
   assert.equal((await fetch(keyed.url + '/health')).status, 200);
   // with a key, a remote Host is fine (the key is the protection)
-  const rh = await raw(keyed.port, { path: '/v1/models', headers: { host: 'example.com' } });
+  const rh = await raw(keyed.port, { path: '/v1/models', headers: { host: 'example.com', authorization: 'Bearer sekret-key' } });
   assert.equal(rh.status, 200);
 });
 

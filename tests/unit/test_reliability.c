@@ -7,6 +7,7 @@
 
 #include "format/gguf.h"
 #include "server/gen.h"
+#include "server/http.h"
 #include "test.h"
 #include "text/tokenizer.h"
 
@@ -94,4 +95,29 @@ OB_SUITE(fuzz_found) {
     CHECK(prompt && strstr(prompt, "{\"name\": \"get\", \"arguments\": {}}"));
     free(prompt);
     srv_free(&S);
+}
+
+/* The locality check behind the no-key policy (http.c): only parsed loopback addresses,
+ * localhost, and an explicit bound address are local. "127.0.0.1.evil.example" passed before
+ * (a prefix compare): a DNS name an attacker controls, i.e. DNS rebinding. */
+OB_SUITE(http_local) {
+    const char *local[] = {"localhost", "LocalHost:8080", "127.0.0.1", "127.0.0.1:80", "127.255.0.9", "[::1]", "[::1]:8080",
+                           "[::ffff:127.0.0.1]:1", "http://localhost:3000", "https://127.0.0.1", "http://[::1]:5173/x"};
+    for (size_t i = 0; i < sizeof local / sizeof *local; i++) {
+        if (!ob_http_host_is_local("127.0.0.1", local[i])) fprintf(stderr, "  not local: %s\n", local[i]);
+        CHECK(ob_http_host_is_local("127.0.0.1", local[i]));
+    }
+    const char *remote[] = {"127.0.0.1.evil.example", "127.0.0.1.nip.io:80", "localhost.evil.example", "localhost.", "evil.example",
+                            "http://127.0.0.1.evil.example", "null", "", "127.1", "0x7f000001", "10.0.0.1", "[::2]", "[::ffff:10.0.0.1]",
+                            "example.com@127.0.0.1", "0.0.0.0", "[::]", "file://"};
+    for (size_t i = 0; i < sizeof remote / sizeof *remote; i++) {
+        if (ob_http_host_is_local("127.0.0.1", remote[i])) fprintf(stderr, "  local: %s\n", remote[i]);
+        CHECK(!ob_http_host_is_local("127.0.0.1", remote[i]));
+    }
+    /* an explicit --host is local; the wildcards are not a name anyone is reached by */
+    CHECK(ob_http_host_is_local("192.168.1.5", "192.168.1.5:8080"));
+    CHECK(ob_http_host_is_local("myhost.lan", "MyHost.lan:80"));
+    CHECK(!ob_http_host_is_local("0.0.0.0", "0.0.0.0:8080"));
+    CHECK(!ob_http_host_is_local("::", "[::]:8080"));
+    CHECK(!ob_http_host_is_local(NULL, "192.168.1.5"));
 }
