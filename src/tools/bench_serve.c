@@ -52,11 +52,7 @@ typedef struct {
     uint64_t seed;
 } opts;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return ob_time_us() * 1e-6; } /* monotonic clock */
 
 static uint64_t mix64(uint64_t x) { /* splitmix64 */
     x += 0x9E3779B97F4A7C15ull;
@@ -439,8 +435,9 @@ static int setup_target(target *T, const opts *o) {
         snprintf(T->label, sizeof T->label, "%.*s", (int)strcspn(h, "/"), h);
     }
     if (!o->replay) {
-        /* prompt_tokens = overhead (chat template) + tok_per_word * words: two points fix it. */
-        int w0 = o->prompt_tokens / 2 > 4 ? o->prompt_tokens / 2 : 4, w1 = 2 * w0, p0, p1;
+        /* prompt_tokens = overhead (chat template) + tok_per_word * words: two points fix it
+         * (N/4 and N/2 words: short, as a tokenizer may take several tokens a word). */
+        int w0 = o->prompt_tokens / 4 > 2 ? o->prompt_tokens / 4 : 2, w1 = 2 * w0, p0, p1;
         if (prompt_tokens_of(T, o, w0, &p0, err, sizeof err) || prompt_tokens_of(T, o, w1, &p1, err, sizeof err)) {
             fprintf(stderr, "bench: calibration request to %s failed: %s\n", T->label, err);
             return -1;
