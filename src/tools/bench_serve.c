@@ -87,15 +87,17 @@ static char *synthetic_prompt(int words, uint64_t seed) {
     return s;
 }
 
-/* The body of request `idx` of a step (or of the setup when idx < 0). */
-static json_t *request_body(const target *T, const opts *o, int64_t idx, int stream, int max_tokens) {
+/* The body of request `idx` of the step `salt` (the calibration when idx < 0). A synthetic
+ * prompt depends on both, so no prompt is sent twice in a run (a server's prompt cache would
+ * skip it), while both servers of --compare get the same prompts in a step. */
+static json_t *request_body(const target *T, const opts *o, uint64_t salt, int64_t idx, int stream, int max_tokens) {
     json_t *b;
     if (o->replay && idx >= 0) {
         b = json_deep_copy(json_array_get(o->replay, (size_t)(idx % (int64_t)json_array_size(o->replay))));
         if (!json_object_get(b, "max_tokens") && !json_object_get(b, "max_completion_tokens"))
             json_object_set_new(b, "max_tokens", json_integer(max_tokens));
     } else {
-        char *p = synthetic_prompt(T->words, o->seed ^ (uint64_t)idx * 0x100000001B3ull);
+        char *p = synthetic_prompt(T->words, mix64(o->seed ^ salt << 40) ^ (uint64_t)idx * 0x100000001B3ull);
         b = json_pack("{s:[{s:s, s:s}], s:i}", "messages", "role", "user", "content", p, "max_tokens", max_tokens);
         free(p);
         if (o->ignore_eos) {
@@ -225,6 +227,7 @@ typedef struct {
     target *T;
     const opts *o;
     int conc, max_req;
+    uint64_t salt;         /* step number (prompts differ between steps) */
     double t0, deadline;   /* absolute monotonic seconds */
     ob_bench_req *reqs;    /* [max_req] */
     atomic_int next, n_done, n_failed, workers_left;
@@ -274,7 +277,7 @@ static void one_request(worker *w, int idx) {
     step_run *S = w->S;
     ob_bench_req *r = w->r;
     char errbuf[CURL_ERROR_SIZE], url[1200];
-    json_t *body = request_body(S->T, S->o, idx, 1, S->o->gen_tokens);
+    json_t *body = request_body(S->T, S->o, S->salt, idx, 1, S->o->gen_tokens);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     struct curl_slist *h = headers(S->T, 1);
@@ -338,9 +341,9 @@ static void progress_line(const step_run *S, const char *label, int tty, int fin
             t, tty && !final ? "" : "\n");
 }
 
-/* Runs one step (or the warm-up when conc == -n: n requests, one at a time, not kept). */
-static int run_step(target *T, const opts *o, int conc, int max_req, ob_bench_step *out, int quiet) {
-    step_run S = {.T = T, .o = o, .conc = conc, .max_req = max_req};
+/* Runs one step; quiet: the warm-up (no progress; its tokens go to the target's setup count). */
+static int run_step(target *T, const opts *o, uint64_t salt, int conc, int max_req, ob_bench_step *out, int quiet) {
+    step_run S = {.T = T, .o = o, .conc = conc, .max_req = max_req, .salt = salt};
     S.reqs = calloc((size_t)max_req, sizeof *S.reqs);
     worker *w = calloc((size_t)conc, sizeof *w);
     pthread_t *th = calloc((size_t)conc, sizeof *th);
@@ -396,7 +399,7 @@ static int run_step(target *T, const opts *o, int conc, int max_req, ob_bench_st
 /* ---- set-up of a target: model name, prompt calibration, warm-up ----------------------- */
 static int prompt_tokens_of(target *T, const opts *o, int words, int *pt, char *err, size_t errlen) {
     T->words = words;
-    json_t *b = request_body(T, o, -1 - T->setup_requests, 0, 1), *ans = NULL;
+    json_t *b = request_body(T, o, 0, -1 - T->setup_requests, 0, 1), *ans = NULL;
     int rc = http_json(T, o, "/chat/completions", b, &ans, err, errlen);
     json_decref(b);
     T->setup_requests++;
@@ -460,7 +463,7 @@ static int setup_target(target *T, const opts *o) {
     }
     if (o->warmup) {
         ob_bench_step s;
-        run_step(T, o, 1, o->warmup, &s, 1);
+        run_step(T, o, 1000, 1, o->warmup, &s, 1);
         if (s.n_err) {
             fprintf(stderr, "bench: the warm-up request to %s failed: %s\n", T->label, s.err[0].reason);
             return -1;
@@ -474,14 +477,14 @@ static double ratio(double a, double b) { return isfinite(a) && isfinite(b) && b
 
 static void md_target(const target *T, const opts *o) {
     printf("\n### %s — %s (model %s)\n\n", T->label, T->base, T->model);
-    printf("| concurrency | ok | failed | prompt tok/req | output tok | tokens from | wall s | output tok/s | req/s "
+    printf("| concurrency | ok | failed | prompt tok/req | cached tok/req | output tok | tokens from | wall s | output tok/s | req/s "
            "| TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | decode tok/s/req p50 |\n");
-    printf("| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int k = 0; k < o->n_conc; k++) {
         const ob_bench_step *s = &T->steps[k];
         int np = s->n_ok ? s->n_ok : 1;
-        printf("| %d | %d | %d | %.0f | %ld | %s | %.2f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f |\n",
-               s->concurrency, s->n_ok, s->n_err, (double)s->prompt_tokens / np, s->out_tokens, s->token_source,
+        printf("| %d | %d | %d | %.0f | %.0f | %ld | %s | %.2f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f |\n",
+               s->concurrency, s->n_ok, s->n_err, (double)s->prompt_tokens / np, (double)s->prompt_cached / np, s->out_tokens, s->token_source,
                s->wall_s, s->out_tps, s->req_ps, s->ttft_ms.p50, s->ttft_ms.p90, s->ttft_ms.p99, s->itl_ms.p50,
                s->itl_ms.p99, s->decode_tps.p50);
     }
@@ -691,7 +694,7 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         for (int j = 0; j < n_t && rc == 0; j++) {
             target *X = &T[(j + k) % n_t];
             ob_bench_step *s = &X->steps[k];
-            if (run_step(X, &o, c, max_req, s, 0)) rc = 1;
+            if (run_step(X, &o, (uint64_t)k + 1, c, max_req, s, 0)) rc = 1;
             json_array_append_new(X->steps_json, ob_bench_step_json(s));
         }
     }

@@ -51,6 +51,7 @@ typedef struct {
     double *gaps; int n_gaps, cap_gaps; /* [n_deltas-1] seconds between successive such chunks */
     int usage_completion;    /* usage.completion_tokens of the stream; -1: none reported */
     int usage_prompt;        /* usage.prompt_tokens; -1: none */
+    int usage_cached;        /* usage.prompt_tokens_details.cached_tokens (reused, not computed); -1: none */
     int done;                /* data: [DONE] seen */
     int finished;            /* a choice's finish_reason seen */
     char finish_reason[24];
@@ -85,6 +86,7 @@ typedef struct {
     long out_tokens;          /* over successful requests */
     long stream_deltas;       /* chunks with text, over successful requests */
     long prompt_tokens;       /* usage.prompt_tokens summed over requests that reported it */
+    long prompt_cached;       /* of which the server reported cached (prompt_tokens_details.cached_tokens) */
     int n_usage;              /* successful requests whose stream reported usage */
     const char *token_source; /* "usage", "stream" or "mixed" */
     ob_bench_dist ttft_ms, itl_ms, e2e_ms, decode_tps, out_per_req;

@@ -77,6 +77,7 @@ void ob_bench_step_summarize(const ob_bench_req *reqs, int n, int concurrency, o
         if (r->usage_completion >= 0) s->n_usage++;
         else n_stream++;
         if (r->usage_prompt >= 0) s->prompt_tokens += r->usage_prompt;
+        if (r->usage_cached > 0) s->prompt_cached += r->usage_cached;
         per[n_e2e] = tok;
         e2e[n_e2e++] = 1e3 * (r->t_end - r->t_start);
         if (r->t_first >= 0) ttft[n_ttft++] = 1e3 * (r->t_first - r->t_start);
@@ -112,11 +113,12 @@ json_t *ob_bench_step_json(const ob_bench_step *s) {
     json_t *errs = json_array();
     for (int i = 0; i < s->n_reasons; i++)
         json_array_append_new(errs, json_pack("{s:s, s:i}", "reason", s->err[i].reason, "count", s->err[i].count));
-    json_t *o = json_pack("{s:i, s:i, s:i, s:f, s:I, s:I, s:s, s:i, s:I, s:o, s:o}", "concurrency", s->concurrency,
+    json_t *o = json_pack("{s:i, s:i, s:i, s:f, s:I, s:I, s:s, s:i, s:I, s:I, s:o, s:o}", "concurrency", s->concurrency,
                           "requests_ok", s->n_ok, "requests_failed", s->n_err, "wall_s", s->wall_s,
                           "output_tokens", (json_int_t)s->out_tokens, "stream_deltas", (json_int_t)s->stream_deltas,
                           "token_source", s->token_source, "requests_with_usage", s->n_usage,
                           "prompt_tokens", (json_int_t)s->prompt_tokens,
+                          "prompt_tokens_cached", (json_int_t)s->prompt_cached,
                           "output_tokens_per_s", num(s->out_tps), "requests_per_s", num(s->req_ps));
     json_object_set_new(o, "ttft_ms", dist_json(&s->ttft_ms, 1));
     json_object_set_new(o, "itl_ms", dist_json(&s->itl_ms, 1));

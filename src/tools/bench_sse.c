@@ -116,7 +116,7 @@ void ob_bench_req_reset(ob_bench_req *r) {
     memset(r, 0, sizeof *r);
     r->gaps = g, r->cap_gaps = cap;
     r->t_first = -1;
-    r->usage_completion = r->usage_prompt = -1;
+    r->usage_completion = r->usage_prompt = r->usage_cached = -1;
 }
 
 void ob_bench_req_free(ob_bench_req *r) {
@@ -188,6 +188,8 @@ int ob_bench_req_event(ob_bench_req *r, const char *event, const char *data, siz
         json_t *c = json_object_get(u, "completion_tokens"), *p = json_object_get(u, "prompt_tokens");
         if (json_is_integer(c)) r->usage_completion = (int)json_integer_value(c);
         if (json_is_integer(p)) r->usage_prompt = (int)json_integer_value(p);
+        json_t *cached = json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+        if (json_is_integer(cached)) r->usage_cached = (int)json_integer_value(cached);
     }
     size_t i;
     json_t *ch;

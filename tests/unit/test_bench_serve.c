@@ -114,7 +114,8 @@ OB_SUITE(bench_serve) {
     CHECK_EQ_INT(EV("", "{\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}", 1.5), 0);
     CHECK_EQ_INT(EV("", "{\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}]}", 2.5), 0);
     CHECK_EQ_INT(EV("", "{\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}", 2.6), 0);
-    CHECK_EQ_INT(EV("", "{\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4}}", 2.7), 0);
+    CHECK_EQ_INT(EV("", "{\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,"
+                       "\"prompt_tokens_details\":{\"cached_tokens\":3}}}", 2.7), 0);
     CHECK_EQ_INT(EV("", "[DONE]", 2.8), 1);
     r.t_end = 2.8;
     ob_bench_req_close(&r);
@@ -127,6 +128,7 @@ OB_SUITE(bench_serve) {
     CHECK_NEAR(r.gaps[1], 1.0, 1e-12);
     CHECK_EQ_INT(r.usage_completion, 4);
     CHECK_EQ_INT(r.usage_prompt, 12);
+    CHECK_EQ_INT(r.usage_cached, 3);
     CHECK_EQ_INT(ob_bench_req_tokens(&r), 4);
     CHECK_STR(r.finish_reason, "length");
 
@@ -154,6 +156,8 @@ OB_SUITE(bench_serve) {
     CHECK_EQ_INT(st.n_err, 1);
     CHECK_EQ_INT(st.out_tokens, 6);
     CHECK_EQ_INT(st.stream_deltas, 5);
+    CHECK_EQ_INT(st.prompt_tokens, 12);
+    CHECK_EQ_INT(st.prompt_cached, 3);
     CHECK_STR(st.token_source, "mixed");
     CHECK_NEAR(st.wall_s, 2.6, 1e-12);          /* 0.2 .. 2.8 */
     CHECK_NEAR(st.out_tps, 6 / 2.6, 1e-9);
