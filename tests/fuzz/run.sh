@@ -25,7 +25,7 @@ set -- "$corpus"
 case $name in gguf|safetensors) maxlen=65536 ;; *) maxlen=8192 ;; esac
 log=$build/fuzz/$name.log
 rc=0
-"$build/fuzz/run/fuzz_$name" "$@" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+"$build/fuzz/run/fuzz_$name" "$@" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 \
     -max_len=$maxlen -artifact_prefix="$build/fuzz/" -print_final_stats=1 >"$log" 2>&1 || rc=$?
 grep -E '^#[0-9]+.*(DONE|pulse|NEW)' "$log" | tail -1
 grep -E 'stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY' "$log" || true
