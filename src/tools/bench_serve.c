@@ -458,6 +458,12 @@ static int setup_target(target *T, const opts *o) {
                         T->label, T->overhead, o->prompt_tokens);
                 w = 1;
             }
+            /* One check at the solution corrects what the word draws' spread put into the fit. */
+            int pw;
+            if (prompt_tokens_of(T, o, w, &pw, err, sizeof err) == 0 && pw > 0) {
+                w += (int)lround((o->prompt_tokens - pw) / T->tok_per_word);
+                if (w < 1) w = 1;
+            }
             T->words = w;
         }
     }
@@ -677,11 +683,11 @@ int ob_bench_serve_cmd(int argc, char **argv) {
     for (int t = 0; t < n_t && rc == 0; t++) {
         if (setup_target(&T[t], &o)) rc = 1;
         else if (!o.replay)
-            fprintf(stderr, "bench: %s: model %s, prompt of %d words (~%.0f tokens: %.0f of template + %.2f a word)\n",
-                    T[t].label, T[t].model, T[t].words, T[t].overhead + T[t].tok_per_word * T[t].words, T[t].overhead,
-                    T[t].tok_per_word);
+            fprintf(stderr, "bench: %s: model %s, prompt of %d words (calibration: %.0f tokens of template + %.2f a word)\n",
+                    T[t].label, T[t].model, T[t].words, T[t].overhead, T[t].tok_per_word);
     }
-    if (n_t == 2 && !strcmp(T[0].label, T[1].label)) snprintf(T[1].label + strlen(T[1].label), 8, " (2)");
+    if (n_t == 2 && !strcmp(T[0].label, T[1].label) && strlen(T[1].label) < sizeof T[1].label - 8)
+        strcat(T[1].label, " (2)");
     for (int t = 0; t < n_t && rc == 0; t++) {
         T[t].steps = calloc((size_t)o.n_conc, sizeof *T[t].steps);
         T[t].steps_json = json_array();
@@ -711,7 +717,8 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         for (int k = 0; k < o.n_conc; k++) json_array_append_new(conc, json_integer(o.conc[k]));
         json_t *set = json_pack("{s:o, s:f, s:f, s:i, s:i}", "concurrency", conc, "duration_s", o.duration, "timeout_s",
                                 o.timeout, "warmup", o.warmup, "gen_tokens", o.gen_tokens);
-        json_object_set_new(set, "requests", o.requests ? json_integer(o.requests) : json_string("2 x concurrency, at least 8"));
+        json_object_set_new(set, "requests", o.requests ? json_integer(o.requests)
+                                             : json_string(duration_given ? "10000 (--duration)" : "2 x concurrency, at least 8"));
         if (o.replay) json_object_set_new(set, "replay", json_string(o.replay_path));
         else {
             json_object_set_new(set, "prompt_tokens", json_integer(o.prompt_tokens));
