@@ -53,7 +53,7 @@ static int usage(void) {
             "  -ctk, --cache-type-k T KV cache type of K: f16 (default), f32, q8_0\n"
             "  -ctv, --cache-type-v T KV cache type of V: f16 (default), f32, q8_0\n"
             "  --device D             cpu (default) | cuda | auto\n"
-            "serving load: 1bit bench --url http://HOST:PORT/v1 [options] (--url --help lists them)\n"
+            "serving load: 1bit bench --url http://HOST:PORT/v1 [options] (1bit bench --url --help lists them)\n"
             "chart of result files: 1bit bench plot a.json [b.json ...] [-o chart.svg]\n");
     return 2;
 }

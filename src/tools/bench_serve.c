@@ -642,13 +642,14 @@ int ob_bench_serve_cmd(int argc, char **argv) {
     target T[2] = {0};
     const char *url = NULL, *url2 = NULL, *out_json = NULL, *out_svg = NULL;
     int duration_given = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d;
 #define NUM(lo, hi) (v ? (i++, parse_num(a, v, lo, hi, &d)) : (fprintf(stderr, "bench: %s needs a value\n", a), -1))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
-        else if (!strcmp(a, "--progress")) o.progress = 1;
+        if (!strcmp(a, "--progress")) o.progress = 1;
         else if (!strcmp(a, "--no-ignore-eos")) o.ignore_eos = 0;
         else if (!v) { fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a); return usage(); }
         else if (!strcmp(a, "--url")) url = argv[++i];
