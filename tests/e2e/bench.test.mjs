@@ -159,6 +159,21 @@ test('--compare: both servers, steps alternating, ratios in the report and the J
   fs.rmSync(json, { force: true });
 });
 
+test('--duration bounds a step: no request starts after it, the ones in flight finish', async () => {
+  const json = tmp('d.json');
+  const r = await run(['bench', '--url', srv.url, '--duration', '1', '--concurrency', '2', '--prompt-tokens', '16',
+    '--gen-tokens', '8', '--warmup', '0', '-o', json]);
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  const s = doc.targets[0].steps[0];
+  assert.equal(doc.settings.duration_s, 1);
+  assert.ok(s.requests_ok >= 2 && s.requests_failed === 0, JSON.stringify(s));
+  assert.equal(s.output_tokens, 8 * s.requests_ok);
+  // the last request started before 1 s, so the step ends within one request's time after it
+  assert.ok(s.wall_s < 1 + s.e2e_ms.max / 1000 + 0.25, `wall ${s.wall_s} s`);
+  fs.rmSync(json, { force: true });
+});
+
 test('bad targets and failing requests: clear messages and counted reasons', async () => {
   // unreachable
   let r = await run(['bench', '--url', 'http://127.0.0.1:1/v1', '--timeout', '5'], 20000);
