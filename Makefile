@@ -20,7 +20,7 @@ OBJ_MAIN := $(BUILD)/obj/src/main.o
 TEST_SRC := $(shell find tests/unit -name '*.c' | sort)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all test test-unit test-golden test-cuda e2e help clean deps fuzz
+.PHONY: all test test-unit test-golden test-cuda e2e help clean deps fuzz test-asan
 
 all: $(BUILD)/1bit
 
@@ -28,6 +28,9 @@ all: $(BUILD)/1bit
 # `make` needs no nvcc. The setting is remembered in $(BUILD)/cuda.stamp so that switching it
 # rebuilds the objects that depend on it (backend.o, the library, the programs).
 CUDA      ?= 0
+ifeq ($(MAKECMDGOALS),test-cuda)
+CUDA      := 1
+endif
 CUDA_PATH ?= /usr/local/cuda
 NVCC      ?= $(CUDA_PATH)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
@@ -108,6 +111,25 @@ e2e: $(BUILD)/1bit
 test-unit: $(BUILD)/test_unit
 	./$(BUILD)/test_unit $(SUITES)
 
+# The unit suites and the e2e tests under AddressSanitizer + UndefinedBehaviorSanitizer (leak
+# detection on), built by $(CC) into build-asan/ (ASAN_BUILD). SUITES picks unit suites,
+# E2E_FILES e2e files; ASAN_E2E=0 skips the e2e part. A server's leaks show when it exits on
+# SIGTERM: the e2e helper fails a test whose server reported one (OB_E2E_SANITIZED).
+# docs/reliability.md has the times.
+ASAN_BUILD ?= build-asan
+ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+ASAN_E2E   ?= 1
+test-asan:
+	CFLAGS="$(ASAN_CFLAGS)" $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) $(ASAN_BUILD)/1bit $(ASAN_BUILD)/test_unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		./$(ASAN_BUILD)/test_unit $(SUITES)
+ifeq ($(ASAN_E2E),1)
+	@test -d tests/e2e/node_modules || npm ci --prefix tests/e2e --no-audit --no-fund
+	cd tests/e2e && OB_E2E_BIN=$(CURDIR)/$(ASAN_BUILD)/1bit OB_E2E_SANITIZED=1 \
+		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		node --test --test-concurrency=1 $(E2E_FILES)
+endif
+
 # Fuzzing (clang + libFuzzer): `make fuzz` builds every harness tests/fuzz/NAME.c into
 # $(BUILD)/fuzz/NAME against the modules in FUZZ_LIB_SRC, instrumented (fuzzer-no-link) with ASan
 # and UBSan. The whole library is instrumented (the request harness reaches the server, the
@@ -154,6 +176,7 @@ help:
 	@echo "make LEAN=0     build without the lean4 weight type (BUILD=build-nolean keeps it apart)"
 	@echo "make e2e        end-to-end tests of 1bit serve (node --test, official openai client)"
 	@echo "make fuzz       libFuzzer harnesses of tests/fuzz into $(BUILD)/fuzz/ (clang)"
+	@echo "make test-asan  unit + e2e tests under ASan/UBSan (build-asan/; SUITES=, E2E_FILES=, ASAN_E2E=0)"
 	@echo "make deps       install build dependencies from Debian (no-op when present)"
 	@echo "make clean      remove $(BUILD)/"
 

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA backend's .cu files are C++ */
+#endif
+
 /* A 2-D weight as the file stores it: n_out rows of n_in elements in `type` blocks. */
 typedef struct {
     const void *data;   /* device pointer: [n_out][row_bytes] */
@@ -109,6 +113,17 @@ struct ob_backend {
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with
  * b->free then free(b)), or NULL if this build lacks it. */
 ob_backend *ob_backend_cpu_new(void);
+#ifdef OB_CUDA
+/* CUDA backend (src/backend/cuda, built with make CUDA=1). */
+ob_backend *ob_backend_cuda_new(void);
+/* Nonzero when a GPU of compute capability >= 8.0 is present (what --device auto checks). */
+int ob_backend_cuda_usable(void);
+#endif
+/* name: "cpu", "cuda", or "auto" (cuda when this build has it and a usable GPU is present). */
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -253,6 +253,21 @@ int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *e
     return 0;
 }
 
+/* A device with its own memory (not the CPU, whose weights stay memory-mapped) must hold every
+ * tensor of the file: refuse before uploading anything, naming both sizes. The KV cache and
+ * scratch come later (ob_ctx_new says so if they do not fit). */
+static int check_device_memory(ob_model_t *m, const char *path, char *err, size_t errlen) {
+    if (!strcmp(m->be->name, "cpu")) return 0;
+    size_t need = 0, fr = 0, tot = 0;
+    for (int64_t i = 0; i < ob_gguf_n_tensors(m->gguf); i++) need += ob_gguf_tensor_at(m->gguf, i)->size;
+    if (m->be->mem_info(m->be, &fr, &tot) != 0) return 0;
+    if (need + ((size_t)256 << 20) > fr)
+        return ERR("model '%s': its weights need %.2f GiB of %s memory but only %.2f GiB of %.2f GiB is free; "
+                   "use a smaller weight type or --device cpu", path, need / 1073741824.0, m->be->name, fr / 1073741824.0,
+                   tot / 1073741824.0);
+    return 0;
+}
+
 int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, char *err, size_t errlen) {
     *out = NULL;
     ob_model_params defp = ob_model_default_params();
@@ -277,6 +292,7 @@ int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, 
     if (!m->be) goto fail;
     ob_backend_opts bo = {p->n_threads, 0};
     if (m->be->init(m->be, &bo, err, errlen) != 0) { free(m->be); m->be = NULL; goto fail; }
+    if (check_device_memory(m, path, err, errlen)) goto fail;
     if (load_tensors(m, err, errlen)) goto fail;
     if (ob_tokenizer_load_gguf(m->gguf, &m->tok, err, errlen) != 0) goto fail;
 

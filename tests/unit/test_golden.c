@@ -70,7 +70,7 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-static void run_case(const golden_case *gc) {
+static void run_case(const golden_case *gc, const char *device) {
     char dir[256], path[512], out[512], err[1024];
     snprintf(dir, sizeof dir, "tests/golden/%s", gc->arch);
     snprintf(path, sizeof path, "%s/tokens.json", dir);
@@ -100,9 +100,10 @@ static void run_case(const golden_case *gc) {
     CHECK_EQ_INT(rc, 0);
     ob_model_params mp = ob_model_default_params();
     mp.n_threads = 2;
+    mp.device = device;
     ob_model_t *m = NULL;
     int lrc = rc == 0 ? ob_model_load(out, &mp, &m, err, sizeof err) : -1;
-    if (lrc) fprintf(stderr, "  golden %s/%s: load: %s\n", gc->arch, gc->type, err);
+    if (lrc) fprintf(stderr, "  golden %s/%s (%s): load: %s\n", gc->arch, gc->type, device, err);
     CHECK_EQ_INT(lrc, 0);
     if (!m || !ref) goto done;
     CHECK_EQ_INT(ob_model_get_info(m)->n_vocab, n_vocab);
@@ -166,15 +167,19 @@ done:
     free(all);
 }
 
-OB_SUITE(golden) {
+/* Every case on one device ("cpu", or "cuda" from test_cuda.c's suite cuda_golden). */
+void ob_test_golden_device(const char *device);
+void ob_test_golden_device(const char *device) {
     struct stat sb;
     if (stat("tests/golden/llama/logits.f32", &sb) != 0) {
         fprintf(stderr, "  golden: tests/golden/ has no reference data\n");
         CHECK(0);
         return;
     }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], device);
 }
+
+OB_SUITE(golden) { ob_test_golden_device("cpu"); }
 
 /* BitNet's int8 activation codes against transformers' (tests/golden/bitnet/aq_codes.i8).
  * A missing or wrong activation quantization changes most codes, while float32 rounding

@@ -1,0 +1,273 @@
+/* cuda_backend.cu — the CUDA backend's op table: device setup, memory, and dispatch to the
+ * op families' files.
+ *
+ * Owns: choosing and checking the GPU (present, compute capability 8.0 or newer), one stream on
+ * which every op is queued in order, the cuBLAS handle, device allocations (weights uploaded
+ * once and freed with the backend), the host index arrays' device copies (cu_idx: token ids,
+ * positions and sequence ids are the only host data an op receives; each distinct array is
+ * copied once through pinned memory and reused by every layer), and the scratch growth rule.
+ * Only the new token ids go up and only the logits come down per step: activations and the
+ * KV cache stay on the device (engine/forward.c allocates them through this table).
+ * Does not own: kernels (cuda_matmul.cu, cuda_ops.cu, cuda_attn.cu).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_int.h"
+
+void cu_check(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "cuda backend: %s: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    abort();
+}
+
+void cu_check_blas(cublasStatus_t e, const char *what) {
+    if (e == CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "cuda backend: %s: %s\n", what, cublasGetStatusString(e));
+    abort();
+}
+
+static cu_state *st(ob_backend *b) { return (cu_state *)b->priv; }
+
+static void track(cu_state *s, void *p) {
+    if (s->n_allocs == s->cap_allocs) {
+        int cap = s->cap_allocs ? 2 * s->cap_allocs : 256;
+        void **n = (void **)realloc(s->allocs, (size_t)cap * sizeof *n);
+        if (!n) { fprintf(stderr, "cuda backend: out of host memory\n"); abort(); }
+        s->allocs = n;
+        s->cap_allocs = cap;
+    }
+    s->allocs[s->n_allocs++] = p;
+}
+
+static void untrack(cu_state *s, void *p) {
+    for (int i = s->n_allocs - 1; i >= 0; i--)
+        if (s->allocs[i] == p) { s->allocs[i] = s->allocs[--s->n_allocs]; return; }
+}
+
+void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return;
+    if (*buf) cu_check(cudaFree(*buf), "cudaFree (scratch)"); /* synchronizes: queued users are done */
+    *buf = NULL;
+    *cap = 0;
+    cudaError_t e = cudaMalloc(buf, bytes);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        fprintf(stderr, "cuda backend: out of GPU memory for %.1f MiB of scratch (%.1f MiB free of %.1f MiB)\n",
+                bytes / 1048576.0, fr / 1048576.0, tot / 1048576.0);
+        abort();
+    }
+    *cap = bytes;
+}
+
+const int32_t *cu_idx(cu_state *s, const int32_t *host, int n) {
+    if (n <= 0) return NULL;
+    for (int i = 0; i < CU_IDX_SLOTS; i++) {
+        cu_idx_slot *sl = &s->idx[i];
+        if (sl->n == n && memcmp(sl->host, host, (size_t)n * sizeof *host) == 0) return sl->dev;
+    }
+    cu_idx_slot *sl = &s->idx[s->idx_next];
+    s->idx_next = (s->idx_next + 1) % CU_IDX_SLOTS;
+    cu_check(cudaEventSynchronize(sl->done), "index copy");
+    if (n > sl->cap) { /* warm-up only: the largest batch */
+        if (sl->host) cudaFreeHost(sl->host);
+        if (sl->dev) cudaFree(sl->dev);
+        cu_check(cudaMallocHost((void **)&sl->host, (size_t)n * sizeof(int32_t)), "cudaMallocHost (index array)");
+        cu_check(cudaMalloc((void **)&sl->dev, (size_t)n * sizeof(int32_t)), "cudaMalloc (index array)");
+        sl->cap = n;
+    }
+    memcpy(sl->host, host, (size_t)n * sizeof *host);
+    sl->n = n;
+    cu_check(cudaMemcpyAsync(sl->dev, sl->host, (size_t)n * sizeof *host, cudaMemcpyHostToDevice, s->stream), "index copy");
+    cu_check(cudaEventRecord(sl->done, s->stream), "index copy");
+    return sl->dev;
+}
+
+static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(err, errlen, "device 'cuda': no usable NVIDIA GPU found (%s); use --device cpu",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports 0 devices");
+        return -1;
+    }
+    int dev = o ? o->device_index : 0;
+    if (dev < 0 || dev >= count) {
+        snprintf(err, errlen, "device 'cuda': GPU index %d does not exist (this machine has %d)", dev, count);
+        return -1;
+    }
+    cudaDeviceProp p;
+    if ((e = cudaGetDeviceProperties(&p, dev)) != cudaSuccess) {
+        snprintf(err, errlen, "device 'cuda': cannot read GPU %d's properties: %s", dev, cudaGetErrorString(e));
+        return -1;
+    }
+    if (p.major < 8) {
+        snprintf(err, errlen, "device 'cuda': GPU %d (%s) has compute capability %d.%d; the CUDA backend needs 8.0 or newer "
+                 "(Ampere, Ada, Hopper, Blackwell); use --device cpu", dev, p.name, p.major, p.minor);
+        return -1;
+    }
+    cu_state *s = (cu_state *)calloc(1, sizeof *s);
+    if (!s) { snprintf(err, errlen, "cuda backend: out of memory"); return -1; }
+    b->priv = s;
+    s->dev = dev;
+    s->sm_count = p.multiProcessorCount;
+    snprintf(s->name, sizeof s->name, "%s", p.name);
+    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(err, errlen, "device 'cuda': cannot start GPU %d (%s): %s", dev, p.name, cudaGetErrorString(e));
+        return -1;
+    }
+    for (int i = 0; i < CU_IDX_SLOTS; i++)
+        if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
+            snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));
+            return -1;
+        }
+    if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(s->blas, s->stream) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "device 'cuda': cuBLAS could not start on GPU %d (%s)", dev, p.name);
+        return -1;
+    }
+    return 0;
+}
+
+static void cu_free(ob_backend *b) {
+    cu_state *s = st(b);
+    if (!s) return;
+    cudaSetDevice(s->dev);
+    if (s->stream) cudaStreamSynchronize(s->stream);
+    for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
+    free(s->allocs);
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->attn_part};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
+    for (int i = 0; i < CU_IDX_SLOTS; i++) {
+        if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
+        if (s->idx[i].dev) cudaFree(s->idx[i].dev);
+        if (s->idx[i].done) cudaEventDestroy(s->idx[i].done);
+    }
+    if (s->blas) cublasDestroy(s->blas);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    free(s);
+    b->priv = NULL;
+}
+
+static int cu_mem_info(ob_backend *b, size_t *free_bytes, size_t *total_bytes) {
+    return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -1;
+}
+
+static void *cu_alloc(ob_backend *b, size_t size) {
+    void *p = NULL;
+    if (cudaMalloc(&p, size ? size : 64) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error so later calls are not blamed */
+        return NULL;
+    }
+    track(st(b), p);
+    return p;
+}
+
+static void cu_dealloc(ob_backend *b, void *p) {
+    if (!p) return;
+    untrack(st(b), p);
+    cudaFree(p);
+}
+
+static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
+    void *p = cu_alloc(b, size);
+    if (!p) return NULL;
+    if (cudaMemcpy(p, host, size, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cu_dealloc(b, p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_download(ob_backend *b, void *host, const void *dev, size_t size) {
+    cu_state *s = st(b);
+    cu_check(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s->stream), "download");
+    cu_check(cudaStreamSynchronize(s->stream), "download");
+}
+
+static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }
+
+static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) { cu_matmul(st(b), w, x, y, n); }
+
+static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
+    cu_state *s = st(b);
+    cu_get_rows(s, w, cu_idx(s, ids, n), n, y);
+}
+
+static void cu_op_rmsnorm(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
+    cu_rmsnorm(st(b), x, w, y, n, dim, eps);
+}
+
+static void cu_op_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
+    cu_state *s = st(b);
+    cu_rope(s, x, n, n_head, head_dim, cu_idx(s, pos, n), r);
+}
+
+static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
+                           const int32_t *seq) {
+    cu_state *s = st(b);
+    const int32_t *dpos = cu_idx(s, pos, n), *dseq = cu_idx(s, seq, n);
+    cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq);
+}
+
+static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
+    cu_state *s = st(b);
+    ob_attn_args d = *a;
+    int max_np = 0;
+    for (int i = 0; i < a->n; i++) if (a->pos[i] + 1 > max_np) max_np = a->pos[i] + 1;
+    d.pos = cu_idx(s, a->pos, a->n);
+    d.seq = cu_idx(s, a->seq, a->n);
+    cu_attention(s, &d, max_np);
+}
+
+static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) { cu_add(st(b), y, x, n); }
+static void cu_op_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) { cu_add_bias(st(b), y, bias, n, dim); }
+static void cu_op_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) { cu_glu(st(b), act, gate, up, n); }
+static void cu_op_act_quant_i8(ob_backend *b, float *x, int n, int dim) { cu_act_quant_i8(st(b), x, n, dim); }
+
+static void cu_op_copy(ob_backend *b, void *dst, const void *src, size_t size) {
+    cu_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, st(b)->stream), "copy");
+}
+
+static void cu_op_sync(ob_backend *b) { cu_check(cudaStreamSynchronize(st(b)->stream), "sync"); }
+
+extern "C" int ob_backend_cuda_usable(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    for (int i = 0; i < count; i++) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) == cudaSuccess && major >= 8) return 1;
+    }
+    return 0;
+}
+
+extern "C" ob_backend *ob_backend_cuda_new(void) {
+    ob_backend *b = (ob_backend *)calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->name = "cuda";
+    b->init = cu_init;
+    b->free = cu_free;
+    b->mem_info = cu_mem_info;
+    b->alloc = cu_alloc;
+    b->dealloc = cu_dealloc;
+    b->upload = cu_upload;
+    b->download = cu_download;
+    b->supports = cu_supports;
+    b->matmul = cu_op_matmul;
+    b->get_rows = cu_op_get_rows;
+    b->rmsnorm = cu_op_rmsnorm;
+    b->rope = cu_op_rope;
+    b->kv_write = cu_op_kv_write;
+    b->attention = cu_op_attention;
+    b->add = cu_op_add;
+    b->add_bias = cu_op_add_bias;
+    b->glu = cu_op_glu;
+    b->act_quant_i8 = cu_op_act_quant_i8;
+    b->copy = cu_op_copy;
+    b->sync = cu_op_sync;
+    return b;
+}

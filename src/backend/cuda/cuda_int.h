@@ -1,0 +1,82 @@
+/* cuda_int.h — state shared by the CUDA backend's files (C++ only, not part of backend.h).
+ *
+ * Owns: the backend state (device, stream, cuBLAS handle, scratch buffers sized at warm-up),
+ * the error check that aborts on a failed CUDA call inside an op (ops have no error path: a
+ * failure there is a bug or a lost device), the cache of small host index arrays (token ids,
+ * positions, sequence ids) copied to the device, and the entry points of each op family's file.
+ * Does not own: the op table (cuda_backend.cu), kernels (cuda_*.cu).
+ */
+#ifndef OB_CUDA_INT_H
+#define OB_CUDA_INT_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+extern "C" {
+#include "format/quant.h"
+}
+
+#define CU_IDX_SLOTS 8
+
+/* A device copy of a small host int32 array, kept while its contents are asked for again: every
+ * layer of one forward pass passes the same positions and sequence ids. */
+typedef struct {
+    int32_t *host;    /* pinned [cap] */
+    int32_t *dev;     /* [cap] */
+    int n, cap;
+    cudaEvent_t done; /* the copy out of host has finished: host may be rewritten */
+} cu_idx_slot;
+
+typedef struct {
+    int dev;
+    char name[256];
+    int sm_count;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cu_idx_slot idx[CU_IDX_SLOTS];
+    int idx_next;
+    void *wdeq;            /* [wdeq_cap bytes]: a weight dequantized to f16 for the tensor-core path */
+    size_t wdeq_cap;
+    void *xconv;           /* [xconv_cap bytes]: activations converted to f16/bf16 */
+    size_t xconv_cap;
+    float *xrot;           /* [xrot_cap floats]: activations rotated for lean4 weights */
+    size_t xrot_cap;
+    float *attn_part;      /* [attn_cap floats]: flash-decoding partial results */
+    size_t attn_cap;
+    void **allocs;         /* every live device allocation (uploads are freed with the backend) */
+    int n_allocs, cap_allocs;
+} cu_state;
+
+/* Aborts with the call and CUDA's message when e is an error. */
+void cu_check(cudaError_t e, const char *what);
+void cu_check_blas(cublasStatus_t e, const char *what);
+/* Last launch's error. */
+#define CU_LAUNCHED(what) cu_check(cudaGetLastError(), what)
+
+/* Device copy of host[n] (see cu_idx_slot). */
+const int32_t *cu_idx(cu_state *s, const int32_t *host, int n);
+/* Grows a scratch buffer (warm-up only: the forward pass reaches its largest shapes first). */
+void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes);
+
+/* cuda_matmul.cu */
+int cu_matmul_supports(int type);
+void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
+void cu_get_rows(cu_state *s, const ob_weight *w, const int32_t *ids, int n, float *y);
+
+/* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
+void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
+void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r);
+void cu_kv_write(cu_state *s, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
+                 const int32_t *seq);
+void cu_add(cu_state *s, float *y, const float *x, size_t n);
+void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim);
+void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n);
+void cu_act_quant_i8(cu_state *s, float *x, int n, int dim);
+
+/* cuda_attn.cu: a->pos / a->seq already on the device; max_np = 1 + the largest position */
+void cu_attention(cu_state *s, const ob_attn_args *a, int max_np);
+
+#endif

@@ -1,0 +1,275 @@
+/* cuda_matmul.cu — y = x . W^T for weights of every type, and embedding rows.
+ *
+ * Owns: the choice of path per batch size and the kernels of each:
+ *  - n <= 32 tokens (decode, small batches of the server's slots): a fused dequantize-dot
+ *    kernel. A block of 128 threads owns ROWS weight rows; its threads stride over 8-element
+ *    chunks of the rows, decode each chunk once in registers (cuda_quant.cuh) and use it for up
+ *    to NT tokens, whose activations are read once per chunk and shared by the ROWS rows (so
+ *    activation traffic stays below the weights' own). Float32 throughout: the same function as
+ *    the CPU reference up to summation order. Batches above NT run as token groups over grid.y.
+ *  - n > 32 (prompt processing, large batches): tensor cores through cuBLAS: the weight is
+ *    dequantized to f16 (f16 and bf16 weights are used as stored, f32 through SGEMM in f32),
+ *    the activations converted to the same 16-bit type, and cublasGemmEx accumulates in f32.
+ *    The weight is decoded once per call and reused by every token, so this costs one extra
+ *    pass over 2 bytes per weight, amortised over the batch.
+ * lean4 rotates the activations first (the rows are stored rotated); i2_s's per-tensor scale
+ * multiplies each dot product once.
+ * Does not own: the block layouts (cuda_quant.cuh), the other ops.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_quant.cuh"
+
+#define MM_THREADS 128
+#define MM_GEMV_MAX 32 /* tokens up to which the fused kernel beats dequantize + tensor cores */
+
+/* ---- fused dequantize-dot: NT tokens x ROWS rows per block ---------------------------- */
+
+template <int T, int NT, int ROWS, bool VEC>
+__global__ void __launch_bounds__(MM_THREADS) k_gemv(const uint8_t *__restrict__ W, size_t row_bytes, int n_in, int n_out,
+                                                    const float *__restrict__ x, float *__restrict__ y, int n, float scale) {
+    const int r0 = blockIdx.x * ROWS, t0 = blockIdx.y * NT, tid = threadIdx.x;
+    float acc[ROWS][NT];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    int nr = n_out - r0 < ROWS ? n_out - r0 : ROWS, nt = n - t0 < NT ? n - t0 : NT;
+    if constexpr (VEC) {
+        const int nch = n_in / 8;
+        for (int j = tid; j < nch; j += MM_THREADS) {
+            float xv[NT][8];
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const float4 *xp = (const float4 *)(x + (size_t)(t0 + t) * n_in) + 2 * j;
+                    float4 a = __ldg(xp), b = __ldg(xp + 1);
+                    xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
+                    xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r < nr) {
+                    float v[8];
+                    deq8<T>(W + (size_t)(r0 + r) * row_bytes, j, v);
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        float s = 0.0f;
+#pragma unroll
+                        for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[t][i], s);
+                        acc[r][t] += s;
+                    }
+                }
+            }
+        }
+    } else { /* one-element types with a row length that is not a multiple of 8 */
+        for (int e = tid; e < n_in; e += MM_THREADS)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                if (r < nr) {
+                    float v = deq1<T>(W + (size_t)(r0 + r) * row_bytes, e);
+#pragma unroll
+                    for (int t = 0; t < NT; t++)
+                        if (t < nt) acc[r][t] = fmaf(v, x[(size_t)(t0 + t) * n_in + e], acc[r][t]);
+                }
+    }
+    /* reduce over the block: warps by shuffles, then across warps through shared memory */
+    __shared__ float red[MM_THREADS / 32][ROWS * NT];
+    const int lane = tid & 31, warp = tid >> 5;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float v = acc[r][t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) red[warp][r * NT + t] = v;
+        }
+    __syncthreads();
+    for (int k = tid; k < ROWS * NT; k += MM_THREADS) {
+        const int r = k / NT, t = k % NT;
+        if (r < nr && t < nt) {
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < MM_THREADS / 32; w++) v += red[w][k];
+            y[(size_t)(t0 + t) * n_out + r0 + r] = v * scale;
+        }
+    }
+}
+
+template <int T, int NT, int ROWS>
+static void gemv_launch(cu_state *s, const ob_weight *w, const float *x, float *y, int n, bool vec) {
+    dim3 grid((unsigned)((w->n_out + ROWS - 1) / ROWS), (unsigned)((n + NT - 1) / NT));
+    if (vec)
+        k_gemv<T, NT, ROWS, true><<<grid, MM_THREADS, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, (int)w->n_in,
+                                                                  (int)w->n_out, x, y, n, w->scale);
+    else if constexpr (cu_type<T>::block == 1)
+        k_gemv<T, NT, ROWS, false><<<grid, MM_THREADS, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, (int)w->n_in,
+                                                                   (int)w->n_out, x, y, n, w->scale);
+    CU_LAUNCHED("matmul (fused)");
+}
+
+template <int T> static void gemv_type(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
+    const bool vec = w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0;
+    if (cu_type<T>::block > 1 && !vec) { /* block types: rows are multiples of 32, buffers 256-aligned */
+        fprintf(stderr, "cuda backend: matmul activations at %p are not 16-byte aligned\n", (const void *)x);
+        abort();
+    }
+    if (n == 1) gemv_launch<T, 1, 4>(s, w, x, y, n, vec);
+    else if (n <= 4) gemv_launch<T, 4, 2>(s, w, x, y, n, vec);
+    else gemv_launch<T, 8, 2>(s, w, x, y, n, vec);
+}
+
+/* ---- dequantize to f16 for the tensor-core path --------------------------------------- */
+
+template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t row_bytes, int64_t n_in, int64_t n_out, __half *out) {
+    const int64_t nch = n_in / 8, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nch * n_out) return;
+    const int64_t r = i / nch, j = i % nch;
+    float v[8];
+    deq8<T>(W + r * row_bytes, j, v);
+    __align__(16) __half h[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) h[k] = __float2half_rn(v[k]);
+    *(uint4 *)(out + r * n_in + 8 * j) = *(const uint4 *)h;
+}
+
+template <int T> static void deq_f16(cu_state *s, const ob_weight *w, __half *out) {
+    int64_t total = w->n_out * (w->n_in / 8);
+    k_deq_f16<T><<<(unsigned)((total + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, w->n_in, w->n_out, out);
+    CU_LAUNCHED("matmul (dequantize)");
+}
+
+__global__ void k_to_16(const float *x, void *out, int64_t n, int bf) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (bf) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
+    else ((__half *)out)[i] = __float2half_rn(x[i]);
+}
+
+/* ---- lean4: activations rotated block by block (128-point Walsh-Hadamard) ------------- */
+
+__global__ void k_lean_rotate(const float *x, float *out, int64_t n_blocks) {
+    __shared__ float v[128];
+    const int64_t b = blockIdx.x;
+    const int i = threadIdx.x;
+    if (b >= n_blocks) return;
+    v[i] = x[b * 128 + i];
+    __syncthreads();
+    for (int h = 1; h < 128; h *= 2) {
+        float a = v[i], c = v[i ^ h];
+        __syncthreads();
+        v[i] = (i & h) ? c - a : a + c;
+        __syncthreads();
+    }
+    out[b * 128 + i] = v[i] * 0.0883883476483184405f;
+}
+
+/* ---- dispatch -------------------------------------------------------------------------- */
+
+/* One switch over the types every path handles: F(T) is instantiated per type. */
+#define CU_FOR_TYPE(type, F)                                                                   \
+    switch (type) {                                                                            \
+    case OB_TYPE_F32: F(OB_TYPE_F32); break;       case OB_TYPE_F16: F(OB_TYPE_F16); break;     \
+    case OB_TYPE_BF16: F(OB_TYPE_BF16); break;     case OB_TYPE_Q4_0: F(OB_TYPE_Q4_0); break;   \
+    case OB_TYPE_Q4_1: F(OB_TYPE_Q4_1); break;     case OB_TYPE_Q5_0: F(OB_TYPE_Q5_0); break;   \
+    case OB_TYPE_Q5_1: F(OB_TYPE_Q5_1); break;     case OB_TYPE_Q8_0: F(OB_TYPE_Q8_0); break;   \
+    case OB_TYPE_Q2_K: F(OB_TYPE_Q2_K); break;     case OB_TYPE_Q3_K: F(OB_TYPE_Q3_K); break;   \
+    case OB_TYPE_Q4_K: F(OB_TYPE_Q4_K); break;     case OB_TYPE_Q5_K: F(OB_TYPE_Q5_K); break;   \
+    case OB_TYPE_Q6_K: F(OB_TYPE_Q6_K); break;     case OB_TYPE_IQ4_NL: F(OB_TYPE_IQ4_NL); break; \
+    case OB_TYPE_IQ4_XS: F(OB_TYPE_IQ4_XS); break; case OB_TYPE_TQ1_0: F(OB_TYPE_TQ1_0); break; \
+    case OB_TYPE_TQ2_0: F(OB_TYPE_TQ2_0); break;   case OB_TYPE_I2_S: F(OB_TYPE_I2_S); break;   \
+    case OB_TYPE_MXFP4: F(OB_TYPE_MXFP4); break;   case OB_TYPE_LEAN4: F(OB_TYPE_LEAN4); break; \
+    default: fprintf(stderr, "cuda backend: weight type %d reached a kernel without support\n", type); abort(); \
+    }
+
+int cu_matmul_supports(int type) {
+    switch (type) {
+    case OB_TYPE_F32: case OB_TYPE_F16: case OB_TYPE_BF16: case OB_TYPE_Q4_0: case OB_TYPE_Q4_1: case OB_TYPE_Q5_0:
+    case OB_TYPE_Q5_1: case OB_TYPE_Q8_0: case OB_TYPE_Q2_K: case OB_TYPE_Q3_K: case OB_TYPE_Q4_K: case OB_TYPE_Q5_K:
+    case OB_TYPE_Q6_K: case OB_TYPE_IQ4_NL: case OB_TYPE_IQ4_XS: case OB_TYPE_TQ1_0: case OB_TYPE_TQ2_0: case OB_TYPE_I2_S:
+    case OB_TYPE_MXFP4:
+        return 1;
+#ifndef OB_NO_LEAN
+    case OB_TYPE_LEAN4: return 1;
+#endif
+    default: return 0;
+    }
+}
+
+/* y[n][n_out] = x[n][n_in] . W^T with W as col-major [n_in][n_out] (= row-major [n_out][n_in]). */
+static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n) {
+    const float alpha = w->scale, beta = 0.0f;
+    cublasComputeType_t ct = t == CUDA_R_32F ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F;
+    cu_check_blas(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x, t,
+                               (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, ct, CUBLAS_GEMM_DEFAULT),
+                  "cublasGemmEx");
+}
+
+void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
+    if (w->type == OB_TYPE_LEAN4) {
+        size_t need = (size_t)n * (size_t)w->n_in;
+        cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
+        k_lean_rotate<<<(unsigned)(need / 128), 128, 0, s->stream>>>(x, s->xrot, (int64_t)(need / 128));
+        CU_LAUNCHED("lean4 rotate");
+        x = s->xrot;
+    }
+    if (n <= MM_GEMV_MAX) {
+#define GEMV(T) gemv_type<T>(s, w, x, y, n)
+        CU_FOR_TYPE(w->type, GEMV)
+#undef GEMV
+        return;
+    }
+    if (w->type == OB_TYPE_F32) {
+        gemm_blas(s, w, w->data, x, CUDA_R_32F, y, n);
+        return;
+    }
+    const int bf = w->type == OB_TYPE_BF16;
+    size_t nx = (size_t)n * (size_t)w->n_in;
+    cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
+    k_to_16<<<(unsigned)((nx + 255) / 256), 256, 0, s->stream>>>(x, s->xconv, (int64_t)nx, bf);
+    CU_LAUNCHED("matmul (convert activations)");
+    const void *W = w->data;
+    if (w->type != OB_TYPE_F16 && !bf) {
+        cu_reserve(s, &s->wdeq, &s->wdeq_cap, (size_t)w->n_in * (size_t)w->n_out * 2);
+#define DEQ(T) deq_f16<T>(s, w, (__half *)s->wdeq)
+        CU_FOR_TYPE(w->type, DEQ)
+#undef DEQ
+        W = s->wdeq;
+    }
+    gemm_blas(s, w, W, s->xconv, bf ? CUDA_R_16BF : CUDA_R_16F, y, n);
+}
+
+/* ---- embedding rows ------------------------------------------------------------------ */
+
+template <int T> __global__ void k_get_rows(const uint8_t *W, size_t row_bytes, int64_t n_in, const int32_t *ids, float *y, float scale) {
+    const int i = blockIdx.y;
+    const uint8_t *row = W + (size_t)ids[i] * row_bytes;
+    float *yi = y + (size_t)i * n_in;
+    if constexpr (cu_type<T>::block == 1) {
+        for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n_in; e += (int64_t)gridDim.x * blockDim.x)
+            yi[e] = deq1<T>(row, e) * scale;
+    } else {
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n_in / 8; j += (int64_t)gridDim.x * blockDim.x) {
+            float v[8];
+            deq8<T>(row, j, v);
+#pragma unroll
+            for (int k = 0; k < 8; k++) yi[8 * j + k] = v[k] * scale;
+        }
+    }
+}
+
+void cu_get_rows(cu_state *s, const ob_weight *w, const int32_t *ids, int n, float *y) {
+    dim3 grid((unsigned)((w->n_in + 255) / 256 < 64 ? (w->n_in + 255) / 256 : 64), (unsigned)n);
+#define ROWS(T) k_get_rows<T><<<grid, 256, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, w->n_in, ids, y, w->scale)
+    CU_FOR_TYPE(w->type, ROWS)
+#undef ROWS
+    CU_LAUNCHED("get_rows");
+    if (w->type == OB_TYPE_LEAN4) { /* rotation is its own inverse: back to the original rows */
+        k_lean_rotate<<<(unsigned)((size_t)n * w->n_in / 128), 128, 0, s->stream>>>(y, y, (int64_t)((size_t)n * w->n_in / 128));
+        CU_LAUNCHED("lean4 rotate");
+    }
+}

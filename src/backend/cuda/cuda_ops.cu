@@ -1,0 +1,173 @@
+/* cuda_ops.cu — the row-wise ops: RMSNorm, RoPE, KV-cache writes, residual add, bias, GLU and
+ * BitNet's int8 activation quantization.
+ *
+ * Owns: one kernel per op with the CPU reference's arithmetic (cpu_backend.c): RoPE angles in
+ * double as the reference computes them (once per token and pair, shared by every head), the
+ * q8_0 cache rows with llama.cpp's rounding, the int8 quantizer with round-half-even and the
+ * reference's reciprocal-then-multiply scale, so its codes match the CPU's for equal inputs.
+ * Does not own: matmul (cuda_matmul.cu), attention (cuda_attn.cu).
+ */
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_int.h"
+
+#define OPS_THREADS 256
+
+/* Sum (or max) of v over the block; every thread gets the result. */
+template <bool MAX> __device__ float block_reduce(float v) {
+    __shared__ float part[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? fmaxf(v, u) : v + u;
+    }
+    __syncthreads(); /* part may still be read by a previous call */
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    v = lane < nw ? part[lane] : (MAX ? 0.0f : 0.0f);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? fmaxf(v, u) : v + u;
+    }
+    return v;
+}
+
+__global__ void k_rmsnorm(const float *x, const float *w, float *y, int dim, float eps) {
+    const float *xi = x + (size_t)blockIdx.x * dim;
+    float *yi = y + (size_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(xi[k], xi[k], ss);
+    ss = block_reduce<false>(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int k = threadIdx.x; k < dim; k += blockDim.x) yi[k] = xi[k] * inv * (w ? w[k] : 1.0f);
+}
+
+void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) {
+    if (n <= 0) return;
+    int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
+    k_rmsnorm<<<(unsigned)n, th, 0, s->stream>>>(x, w, y, dim, eps);
+    CU_LAUNCHED("rmsnorm");
+}
+
+__global__ void k_rope(float *x, int n, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
+    const int half = r.n_rot / 2;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (int64_t)n * half) return;
+    const int i = (int)(t / half), k = (int)(t % half);
+    double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
+    if (r.freq_factors) inv_freq /= r.freq_factors[k];
+    const double ang = (double)pos[i] * r.freq_scale * inv_freq;
+    const float c = (float)cos(ang), sn = (float)sin(ang);
+    const int a = r.style == OB_ROPE_NEOX ? k : 2 * k, b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + ((size_t)i * n_head + h) * head_dim;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * sn;
+        v[b] = x0 * sn + x1 * c;
+    }
+}
+
+void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
+    int64_t total = (int64_t)n * (r->n_rot / 2);
+    if (total <= 0) return;
+    k_rope<<<(unsigned)((total + 127) / 128), 128, 0, s->stream>>>(x, n, n_head, head_dim, pos, *r);
+    CU_LAUNCHED("rope");
+}
+
+/* f32 / f16: one thread per element. q8_0: one warp per 32-element block. */
+__global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
+                           const int32_t *seq, size_t row_bytes) {
+    const int i = blockIdx.y;
+    const float *src = x + (size_t)i * dim;
+    uint8_t *dst = cache + ((size_t)seq[i] * n_ctx + pos[i]) * row_bytes;
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (type == OB_TYPE_Q8_0) {
+        if (e >= dim) return; /* dim is a multiple of 32: whole warps leave together */
+        const float v = src[e];
+        float amax = fabsf(v);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t *blk = dst + (size_t)(e / 32) * 34;
+        if ((e & 31) == 0) *(__half *)blk = __float2half_rn(d);
+        blk[2 + (e & 31)] = (uint8_t)(int8_t)roundf(v * id);
+        return;
+    }
+    if (e >= dim) return;
+    if (type == OB_TYPE_F16) ((__half *)dst)[e] = __float2half_rn(src[e]);
+    else ((float *)dst)[e] = src[e];
+}
+
+void cu_kv_write(cu_state *s, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
+                 const int32_t *seq) {
+    if (n <= 0) return;
+    dim3 grid((unsigned)((dim + 127) / 128), (unsigned)n);
+    k_kv_write<<<grid, 128, 0, s->stream>>>((uint8_t *)cache, type, x, n, dim, n_ctx, pos, seq, ob_type_row_size(type, dim));
+    CU_LAUNCHED("kv_write");
+}
+
+__global__ void k_add(float *y, const float *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+
+void cu_add(cu_state *s, float *y, const float *x, size_t n) {
+    if (!n) return;
+    k_add<<<(unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(y, x, n);
+    CU_LAUNCHED("add");
+}
+
+__global__ void k_add_bias(float *y, const float *bias, size_t total, int dim) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] += bias[i % dim];
+}
+
+void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim) {
+    size_t total = (size_t)n * dim;
+    if (!total) return;
+    k_add_bias<<<(unsigned)((total + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(y, bias, total, dim);
+    CU_LAUNCHED("add_bias");
+}
+
+__global__ void k_glu(int relu2, float *gate, const float *up, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float g = gate[i];
+    float a;
+    if (!relu2) {
+        a = g / (1.0f + expf(-g));
+    } else {
+        const float r = g > 0 ? g : 0;
+        a = r * r;
+    }
+    gate[i] = a * up[i];
+}
+
+void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n) {
+    if (!n) return;
+    k_glu<<<(unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(act == OB_ACT_RELU2, gate, up, n);
+    CU_LAUNCHED("glu");
+}
+
+__global__ void k_act_quant_i8(float *x, int dim) {
+    float *xi = x + (size_t)blockIdx.x * dim;
+    float mx = 0.0f;
+    for (int k = threadIdx.x; k < dim; k += blockDim.x) mx = fmaxf(mx, fabsf(xi[k]));
+    mx = block_reduce<true>(mx);
+    if (mx < 1e-5f) mx = 1e-5f;
+    const float sc = (1.0f / mx) * 127.0f;
+    for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+        float q = rintf(xi[k] * sc);
+        q = fminf(fmaxf(q, -128.0f), 127.0f);
+        xi[k] = q / sc;
+    }
+}
+
+void cu_act_quant_i8(cu_state *s, float *x, int n, int dim) {
+    if (n <= 0) return;
+    int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
+    k_act_quant_i8<<<(unsigned)n, th, 0, s->stream>>>(x, dim);
+    CU_LAUNCHED("act_quant_i8");
+}

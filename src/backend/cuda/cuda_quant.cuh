@@ -1,0 +1,239 @@
+/* cuda_quant.cuh — device decoders of every weight type, eight elements at a time.
+ *
+ * Owns: deq8<T>(row, j, v): elements [8j, 8j+8) of a row of type T as float, the same values
+ * the reference routines of format/quant_ref*.c produce (layouts are documented there; this
+ * file only restates the arithmetic). Every block size is a multiple of 8 except the
+ * one-element types (f32, f16, bf16), which also have deq1 for rows whose length is not.
+ * i2_s gives the unscaled trits (the per-tensor scale is applied once per dot product) and
+ * lean4 the rotated values (the activations are rotated the same way, cuda_matmul.cu).
+ * Does not own: which kernel uses a decoder (cuda_matmul.cu), the type numbering (format/quant.h).
+ */
+#ifndef OB_CUDA_QUANT_CUH
+#define OB_CUDA_QUANT_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+extern "C" {
+#include "format/quant.h"
+}
+
+/* fp16 field at a 2-byte aligned address (every fp16 field of every block is) */
+__device__ __forceinline__ float ld_h(const uint8_t *p) { return __half2float(__ushort_as_half(*(const unsigned short *)p)); }
+/* four bytes at a 2-byte aligned address, little-endian */
+__device__ __forceinline__ uint32_t ld_u32a2(const uint8_t *p) {
+    const unsigned short *s = (const unsigned short *)p;
+    return (uint32_t)s[0] | ((uint32_t)s[1] << 16);
+}
+/* eight bytes at a 2-byte aligned address */
+__device__ __forceinline__ void ld_8a2(const uint8_t *p, uint8_t q[8]) {
+    uint32_t a = ld_u32a2(p), b = ld_u32a2(p + 4);
+#pragma unroll
+    for (int i = 0; i < 4; i++) { q[i] = (uint8_t)(a >> (8 * i)); q[4 + i] = (uint8_t)(b >> (8 * i)); }
+}
+
+__constant__ static const int8_t cu_iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+__constant__ static const int8_t cu_mxfp4_grid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+__constant__ static const int8_t cu_lean_grid[16] = {-127, -96, -75, -58, -44, -31, -18, -6, 6, 18, 31, 44, 58, 75, 96, 127};
+
+/* q4_K / q5_K 6-bit scale and min codes of sub-block j */
+__device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* 2^(e - 128), mxfp4's block scale */
+__device__ __forceinline__ float e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return __uint_as_float(bits);
+}
+
+/* Elements s*8 .. s*8+7 of a 32-element block whose 16 quant bytes hold element l in the low
+ * nibble of byte l and l + 16 in the high nibble (q4_0, q4_1, iq4_nl, mxfp4, q5_*). */
+__device__ __forceinline__ void nib8(const uint8_t *qs, int s, int out[8]) {
+    uint8_t q[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) q[i] = qs[8 * (s & 1) + i];
+#pragma unroll
+    for (int i = 0; i < 8; i++) out[i] = s < 2 ? q[i] & 0x0f : q[i] >> 4;
+}
+
+template <int T> struct cu_type;
+
+#define CU_TYPE(T, BS, TS) template <> struct cu_type<T> { enum { block = BS, bytes = TS }; }
+CU_TYPE(OB_TYPE_F32, 1, 4); CU_TYPE(OB_TYPE_F16, 1, 2); CU_TYPE(OB_TYPE_BF16, 1, 2);
+CU_TYPE(OB_TYPE_Q4_0, 32, 18); CU_TYPE(OB_TYPE_Q4_1, 32, 20); CU_TYPE(OB_TYPE_Q5_0, 32, 22);
+CU_TYPE(OB_TYPE_Q5_1, 32, 24); CU_TYPE(OB_TYPE_Q8_0, 32, 34); CU_TYPE(OB_TYPE_Q2_K, 256, 84);
+CU_TYPE(OB_TYPE_Q3_K, 256, 110); CU_TYPE(OB_TYPE_Q4_K, 256, 144); CU_TYPE(OB_TYPE_Q5_K, 256, 176);
+CU_TYPE(OB_TYPE_Q6_K, 256, 210); CU_TYPE(OB_TYPE_IQ4_NL, 32, 18); CU_TYPE(OB_TYPE_IQ4_XS, 256, 136);
+CU_TYPE(OB_TYPE_TQ1_0, 256, 54); CU_TYPE(OB_TYPE_TQ2_0, 256, 66); CU_TYPE(OB_TYPE_I2_S, 128, 32);
+CU_TYPE(OB_TYPE_MXFP4, 32, 17); CU_TYPE(OB_TYPE_LEAN4, 128, 68);
+#undef CU_TYPE
+
+/* Element e of a row of a one-element type. */
+template <int T> __device__ __forceinline__ float deq1(const uint8_t *row, int64_t e) {
+    if (T == OB_TYPE_F32) return ((const float *)row)[e];
+    if (T == OB_TYPE_F16) return __half2float(((const __half *)row)[e]);
+    return __bfloat162float(((const __nv_bfloat16 *)row)[e]);
+}
+
+template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_t j, float v[8]) {
+    constexpr int BS = cu_type<T>::block, TS = cu_type<T>::bytes;
+    if constexpr (T == OB_TYPE_F32) {
+        const float4 *p = (const float4 *)row + 2 * j;
+        float4 a = p[0], b = p[1];
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16) {
+        uint4 u = ((const uint4 *)row)[j];
+        uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (T == OB_TYPE_F16) {
+                float2 f = __half22float2(*(const __half2 *)&w[i]);
+                v[2 * i] = f.x; v[2 * i + 1] = f.y;
+            } else {
+                v[2 * i] = __uint_as_float(w[i] << 16);
+                v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+            }
+        }
+    } else if constexpr (BS == 32) {
+        const uint8_t *b = row + (j >> 2) * TS;
+        const int s = (int)(j & 3);
+        if constexpr (T == OB_TYPE_Q8_0) {
+            const float d = ld_h(b);
+            uint8_t q[8];
+            ld_8a2(b + 2 + 8 * s, q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)q[i] * d;
+        } else if constexpr (T == OB_TYPE_MXFP4) {
+            const float d = e8m0_half(b[0]);
+            int q[8];
+            nib8(b + 1, s, q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = (float)cu_mxfp4_grid[q[i]] * d;
+        } else {
+            int q[8];
+            const float d = ld_h(b);
+            const uint8_t *qs = b + (T == OB_TYPE_Q4_0 || T == OB_TYPE_IQ4_NL ? 2 : T == OB_TYPE_Q4_1 ? 4 : T == OB_TYPE_Q5_0 ? 6 : 8);
+            nib8(qs, s, q);
+            if constexpr (T == OB_TYPE_Q5_0 || T == OB_TYPE_Q5_1) {
+                const uint32_t qh = ld_u32a2(b + (T == OB_TYPE_Q5_0 ? 2 : 4));
+#pragma unroll
+                for (int i = 0; i < 8; i++) q[i] |= ((qh >> (8 * s + i)) & 1) << 4;
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if (T == OB_TYPE_Q4_0) v[i] = (float)(q[i] - 8) * d;
+                else if (T == OB_TYPE_Q5_0) v[i] = (float)(q[i] - 16) * d;
+                else if (T == OB_TYPE_IQ4_NL) v[i] = d * (float)cu_iq4nl_grid[q[i]];
+                else v[i] = (float)q[i] * d + ld_h(b + 2); /* q4_1, q5_1: d * q + m */
+            }
+        }
+    } else if constexpr (T == OB_TYPE_I2_S) {
+        const uint8_t *b = row + (j >> 4) * 32;
+        const int e0 = (int)(j & 15) * 8, g = e0 >> 5, m = e0 & 31;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = (float)(((b[m + i] >> (6 - 2 * g)) & 3) - 1);
+    } else if constexpr (T == OB_TYPE_LEAN4) {
+        const uint8_t *b = row + (j >> 4) * 68;
+        const int e0 = (int)(j & 15) * 8, hi = e0 >= 64;
+        const float d = ld_h(b + 2 * hi);
+        uint8_t q[8];
+        ld_8a2(b + 4 + (e0 & 63), q);
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = d * (float)cu_lean_grid[hi ? q[i] >> 4 : q[i] & 0x0f];
+    } else { /* 256-element super-blocks */
+        const uint8_t *b = row + (j >> 5) * TS;
+        const int e0 = (int)(j & 31) * 8;
+        if constexpr (T == OB_TYPE_TQ2_0) {
+            const float d = ld_h(b + 64);
+            const int half = e0 >> 7, k = (e0 & 127) >> 5, m = e0 & 31;
+            uint8_t q[8];
+            ld_8a2(b + half * 32 + m, q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = (float)(((q[i] >> (2 * k)) & 3) - 1) * d;
+        } else if constexpr (T == OB_TYPE_TQ1_0) {
+            const float d = ld_h(b + 52);
+            int nb, k, m;
+            const uint8_t *base;
+            if (e0 < 160) { base = b; nb = 32; k = e0 / 32; m = e0 % 32; }
+            else if (e0 < 240) { base = b + 32; nb = 16; k = (e0 - 160) / 16; m = (e0 - 160) % 16; }
+            else { base = b + 48; nb = 4; k = (e0 - 240) / 4; m = (e0 - 240) % 4; }
+            const uint8_t p3 = (uint8_t)(k == 0 ? 1 : k == 1 ? 3 : k == 2 ? 9 : k == 3 ? 27 : 81);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                int mm = m + i; /* span 2 has 4 bytes: its 8 elements cross two trit positions */
+                uint8_t pp = p3;
+                if (nb == 4 && mm >= 4) { mm -= 4; pp = (uint8_t)(pp * 3); }
+                uint8_t q = (uint8_t)(base[mm] * pp);
+                v[i] = (float)(((q * 3) >> 8) - 1) * d;
+            }
+        } else if constexpr (T == OB_TYPE_Q4_K || T == OB_TYPE_Q5_K) {
+            const float d = ld_h(b), dmin = ld_h(b + 2);
+            const int c = e0 >> 6, o = e0 & 63, hi = o >= 32, l = o & 31;
+            int sc, m;
+            k4_scale_min(2 * c + hi, b + 4, &sc, &m);
+            const float d1 = d * (float)sc, m1 = dmin * (float)m;
+            const uint8_t *qs = b + (T == OB_TYPE_Q4_K ? 16 : 48) + 32 * c + l;
+            uint8_t q[8];
+            ld_8a2(qs, q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                int x = hi ? q[i] >> 4 : q[i] & 0x0f;
+                if (T == OB_TYPE_Q5_K) x += (b[16 + l + i] >> (2 * c + hi) & 1) << 4;
+                v[i] = d1 * (float)x - m1;
+            }
+        } else if constexpr (T == OB_TYPE_Q6_K) {
+            const float d = ld_h(b + 208);
+            const int h = e0 >> 7, l = e0 & 127, g = l >> 5, m = l & 31;
+            const float dl = d * (float)(int8_t)b[192 + 8 * h + (m >> 4) + 2 * g];
+            uint8_t ql[8], qh[8];
+            ld_8a2(b + 64 * h + m + 32 * (g & 1), ql);
+            ld_8a2(b + 128 + 32 * h + m, qh);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                int x = ((g >= 2 ? ql[i] >> 4 : ql[i] & 0x0f) | (((qh[i] >> (2 * g)) & 3) << 4)) - 32;
+                v[i] = dl * (float)x;
+            }
+        } else if constexpr (T == OB_TYPE_Q2_K) {
+            const float d = ld_h(b + 80), dmin = ld_h(b + 82);
+            const uint8_t sc = b[e0 >> 4];
+            const float dl = d * (float)(sc & 0x0f), ml = dmin * (float)(sc >> 4);
+            const int sh = 2 * ((e0 & 127) >> 5);
+            const uint8_t *qs = b + 16 + (e0 >> 7) * 32 + (e0 & 31);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = dl * (float)((qs[i] >> sh) & 3) - ml;
+        } else if constexpr (T == OB_TYPE_Q3_K) {
+            const float d = ld_h(b + 108);
+            const uint8_t *s = b + 96;
+            const int jj = e0 >> 4;
+            const int lo = jj < 8 ? s[jj] & 0x0f : s[jj - 8] >> 4;
+            const int code = (lo | (((s[8 + jj % 4] >> (2 * (jj / 4))) & 3) << 4)) - 32;
+            const float dl = d * (float)code;
+            const int sh = 2 * ((e0 & 127) >> 5);
+            const uint8_t *qs = b + 32 + (e0 >> 7) * 32 + (e0 & 31);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int e = e0 + i, hbit = (b[e & 31] >> (e >> 5)) & 1;
+                v[i] = dl * (float)(((qs[i] >> sh) & 3) - (hbit ? 0 : 4));
+            }
+        } else if constexpr (T == OB_TYPE_IQ4_XS) {
+            const float d = ld_h(b);
+            const unsigned sh = (unsigned)(b[2] | (b[3] << 8));
+            const int jj = e0 >> 5, l = e0 & 31;
+            const int ls = ((b[4 + jj / 2] >> (4 * (jj % 2))) & 0x0f) | (int)(((sh >> (2 * jj)) & 3) << 4);
+            const float dl = d * (float)(ls - 32);
+            const uint8_t *q = b + 8 + 16 * jj + (l & 15);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = dl * (float)cu_iq4nl_grid[l < 16 ? q[i] & 0x0f : q[i] >> 4];
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,334 @@
+/* test_cuda.c — the CUDA backend against the CPU reference (suites cuda_kernels, cuda_golden).
+ *
+ * cuda_kernels, through the backend table only (no CUDA headers here):
+ *  - matmul of every weight type the CPU backend runs, on random shapes with ragged edges
+ *    (row counts that are not a multiple of a block's rows, one-element types with odd row
+ *    lengths, 1..77 tokens: the fused kernel's token groups and the tensor-core path), against
+ *    the exact dot products of the dequantized weights (format/quant_tensor's reference) in
+ *    double; every output is poisoned with NaN first, so an unwritten one fails;
+ *  - get_rows of every type, exactly;
+ *  - rmsnorm, rope (both styles, partial rotation, llama3 frequency factors), kv_write (f32,
+ *    f16, q8_0 rows byte for byte), attention (each cache type, GQA, several sequences, long
+ *    contexts that take the split-over-the-sequence path), add, add_bias, glu, act_quant_i8
+ *    (BitNet's int8 codes exactly) and copy against the CPU backend.
+ * cuda_golden: every architecture's golden test (test_golden.c) with --device cuda.
+ * Both print a skip message and pass where the build has no CUDA backend or no GPU is found.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "format/quant.h"
+#include "format/quant_tensor.h"
+#include "onebit.h"
+#include "test.h"
+
+void ob_test_golden_device(const char *device); /* test_golden.c */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnext(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float runi(void) { return (float)(rnext() >> 40) / 16777216.0f * 2.0f - 1.0f; }
+static float rnorm(void) { return (runi() + runi() + runi() + runi()) * 0.866f; }
+static int rint_in(int lo, int hi) { return lo + (int)(rnext() % (uint64_t)(hi - lo + 1)); }
+
+static ob_backend *gpu_new(void) {
+    char err[512];
+    ob_backend *b = ob_backend_by_name("cuda", err, sizeof err);
+    ob_backend_opts o = {1, 0};
+    if (b && b->init(b, &o, err, sizeof err) != 0) {
+        free(b);
+        b = NULL;
+    }
+    if (!b) fprintf(stderr, "  cuda: skipped: %s\n", err);
+    return b;
+}
+
+static void gpu_free(ob_backend *b) {
+    b->free(b);
+    free(b);
+}
+
+static float *randf(size_t n, float amp) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = rnorm() * amp;
+    return x;
+}
+
+/* device copy of host bytes that the test may write to */
+static void *dev_copy(ob_backend *b, const void *host, size_t bytes) { return (void *)b->upload(b, host, bytes); }
+
+static void *dev_nan(ob_backend *b, size_t n_floats) {
+    float *h = malloc(n_floats * sizeof(float));
+    for (size_t i = 0; i < n_floats; i++) h[i] = NAN;
+    void *d = dev_copy(b, h, n_floats * sizeof(float));
+    free(h);
+    return d;
+}
+
+/* ||a - ref|| / ||ref||, NaN anywhere gives infinity */
+static double rel_err(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] != a[i]) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d != d) return INFINITY;
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+
+static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, const int *ns, int n_ns) {
+    const ob_type_traits *t = ob_type_get(type);
+    size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
+    float *wf = randf((size_t)(n_in * n_out), 0.5f);
+    if (type == OB_TYPE_I2_S || type == OB_TYPE_TQ1_0 || type == OB_TYPE_TQ2_0) /* ternary values, as convert feeds them */
+        for (int64_t i = 0; i < n_in * n_out; i++) wf[i] = wf[i] > 0.3f ? 0.25f : wf[i] < -0.3f ? -0.25f : 0.0f;
+    void *wq = malloc(wbytes);
+    float *wd = malloc((size_t)(n_in * n_out) * sizeof(float));
+    CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
+    CHECK(ob_tensor_dequantize(type, wq, wd, n_in, n_out) == 0);
+    ob_weight w = {g->upload(g, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), ob_tensor_scale(type, wq, n_in, n_out)};
+    CHECK(w.data != NULL);
+    for (int k = 0; k < n_ns; k++) {
+        int n = ns[k];
+        float *x = randf((size_t)n * n_in, 1.0f), *y = malloc((size_t)n * n_out * sizeof(float));
+        double *ref = malloc((size_t)n * n_out * sizeof(double));
+        for (int i = 0; i < n; i++)
+            for (int64_t r = 0; r < n_out; r++) {
+                double s = 0;
+                for (int64_t e = 0; e < n_in; e++) s += (double)wd[r * n_in + e] * x[(size_t)i * n_in + e];
+                ref[(size_t)i * n_out + r] = s;
+            }
+        void *dx = dev_copy(g, x, (size_t)n * n_in * sizeof(float)), *dy = dev_nan(g, (size_t)n * n_out);
+        g->matmul(g, &w, dx, dy, n);
+        g->download(g, y, dy, (size_t)n * n_out * sizeof(float));
+        double err = rel_err(y, ref, (size_t)n * n_out);
+        /* fused path: float32 (1e-5 measured order); tensor cores: 16-bit operands */
+        double tol = n <= 32 || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
+        if (err > tol || ob_test_verbose)
+            fprintf(stderr, "  cuda matmul %-7s %5lld x %5lld n=%-3d rel err %.3g (tol %.1g)\n", t->name, (long long)n_in,
+                    (long long)n_out, n, err, tol);
+        CHECK(err <= tol);
+        g->dealloc(g, dx);
+        g->dealloc(g, dy);
+        free(x);
+        free(y);
+        free(ref);
+    }
+    /* embedding rows */
+    int nid = 5;
+    int32_t ids[5];
+    for (int i = 0; i < nid; i++) ids[i] = rint_in(0, (int)n_out - 1);
+    float *rows = malloc((size_t)nid * n_in * sizeof(float));
+    double *rref = malloc((size_t)nid * n_in * sizeof(double));
+    for (int i = 0; i < nid; i++)
+        for (int64_t e = 0; e < n_in; e++) rref[(size_t)i * n_in + e] = wd[(size_t)ids[i] * n_in + e];
+    void *dr = dev_nan(g, (size_t)nid * n_in);
+    g->get_rows(g, &w, ids, nid, dr);
+    g->download(g, rows, dr, (size_t)nid * n_in * sizeof(float));
+    double err = rel_err(rows, rref, (size_t)nid * n_in);
+    if (err > 1e-6) fprintf(stderr, "  cuda get_rows %s rel err %.3g\n", t->name, err);
+    CHECK(err <= 1e-6);
+    g->dealloc(g, dr);
+    g->dealloc(g, (void *)w.data);
+    free(rows);
+    free(rref);
+    free(wf);
+    free(wq);
+    free(wd);
+}
+
+static void test_matmul_types(ob_backend *g) {
+    static const int ns[] = {1, 2, 3, 5, 8, 13, 32, 33, 77};
+    for (int type = 0; type < OB_TYPE_EXT_END; type++) {
+        if (type == OB_TYPE_COUNT) type = OB_TYPE_EXT_FIRST;
+        const ob_type_traits *t = ob_type_get(type);
+        if (!t || !t->to_float || !ob_tensor_can_quantize(type)) continue;
+        CHECK(g->supports(g, type));
+        int bs = t->block_size;
+        /* a ragged shape, a wide one (many chunks per thread), and for one-element types an odd row */
+        int64_t in1 = (int64_t)bs * rint_in(1, bs == 1 ? 300 : bs >= 128 ? 9 : 40), out1 = rint_in(1, 67);
+        check_matmul(g, type, in1, out1, ns, 9);
+        check_matmul(g, type, bs == 1 ? 2048 : (int64_t)bs * (4096 / bs), 37, ns, 3);
+        if (bs == 1) check_matmul(g, type, 77, 19, ns, 9);
+    }
+}
+
+/* ---- row ops against the CPU backend ------------------------------------------------- */
+
+static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, double tol, const char *what) {
+    float *h = malloc(n * sizeof(float));
+    g->download(g, h, dev, n * sizeof(float));
+    double d = max_abs_diff(h, cpu, n);
+    if (d > tol || ob_test_verbose) fprintf(stderr, "  cuda %-28s max|diff| %.3g (tol %.1g)\n", what, d, tol);
+    CHECK(d <= tol);
+    free(h);
+}
+
+static void test_row_ops(ob_backend *g, ob_backend *c) {
+    int n = 5, dim = 1000;
+    size_t nd = (size_t)n * dim;
+    float *x = randf(nd, 2.0f), *w = randf(dim, 1.0f), *y = malloc(nd * sizeof(float));
+    void *dx = dev_copy(g, x, nd * 4), *dw = dev_copy(g, w, dim * 4), *dy = dev_nan(g, nd);
+    c->rmsnorm(c, x, w, y, n, dim, 1e-5f);
+    g->rmsnorm(g, dx, dw, dy, n, dim, 1e-5f);
+    cmp_dev(g, dy, y, nd, 1e-5, "rmsnorm");
+    c->rmsnorm(c, x, NULL, y, n, dim, 1e-6f);
+    g->rmsnorm(g, dx, NULL, dy, n, dim, 1e-6f);
+    cmp_dev(g, dy, y, nd, 1e-5, "rmsnorm (no weight)");
+
+    float *x2 = randf(nd, 1.0f);
+    void *dx2 = dev_copy(g, x2, nd * 4);
+    memcpy(y, x, nd * 4);
+    c->add(c, y, x2, nd);
+    g->copy(g, dy, dx, nd * 4);
+    g->add(g, dy, dx2, nd);
+    cmp_dev(g, dy, y, nd, 0, "add + copy");
+    c->add_bias(c, y, w, n, dim);
+    g->add_bias(g, dy, dw, n, dim);
+    cmp_dev(g, dy, y, nd, 0, "add_bias");
+    for (int act = 0; act < 2; act++) {
+        float *gt = malloc(nd * 4);
+        memcpy(gt, x, nd * 4);
+        void *dg = dev_copy(g, x, nd * 4);
+        c->glu(c, (ob_act)act, gt, x2, nd);
+        g->glu(g, (ob_act)act, dg, dx2, nd);
+        cmp_dev(g, dg, gt, nd, 1e-5, act ? "glu relu2" : "glu silu");
+        g->dealloc(g, dg);
+        free(gt);
+    }
+    /* BitNet's quantizer: equal inputs give equal codes */
+    memcpy(y, x, nd * 4);
+    c->act_quant_i8(c, y, n, dim);
+    g->copy(g, dy, dx, nd * 4);
+    g->act_quant_i8(g, dy, n, dim);
+    cmp_dev(g, dy, y, nd, 0, "act_quant_i8");
+    g->dealloc(g, dx);
+    g->dealloc(g, dx2);
+    g->dealloc(g, dw);
+    g->dealloc(g, dy);
+    free(x);
+    free(x2);
+    free(w);
+    free(y);
+}
+
+static void test_rope(ob_backend *g, ob_backend *c) {
+    int n = 7, n_head = 5, hd = 64;
+    size_t nd = (size_t)n * n_head * hd;
+    int32_t pos[7];
+    for (int i = 0; i < n; i++) pos[i] = rint_in(0, 5000);
+    float ff[24];
+    for (int k = 0; k < 24; k++) ff[k] = 1.0f + 3.0f * (runi() + 1.0f);
+    void *dff = dev_copy(g, ff, sizeof ff);
+    for (int style = 0; style < 2; style++)
+        for (int with_ff = 0; with_ff < 2; with_ff++) {
+            ob_rope r = {(ob_rope_style)style, 48, 500000.0f, 0.5f, NULL};
+            float *x = randf(nd, 1.0f);
+            void *dx = dev_copy(g, x, nd * 4);
+            r.freq_factors = with_ff ? ff : NULL;
+            c->rope(c, x, n, n_head, hd, pos, &r);
+            r.freq_factors = with_ff ? dff : NULL;
+            g->rope(g, dx, n, n_head, hd, pos, &r);
+            cmp_dev(g, dx, x, nd, 2e-5, style ? "rope neox" : "rope norm");
+            g->dealloc(g, dx);
+            free(x);
+        }
+    g->dealloc(g, dff);
+}
+
+static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, int n_ctx, int n) {
+    const int n_head = 8, n_head_kv = 2, n_seq = 2, kvd = n_head_kv * hd;
+    size_t rb = ob_type_row_size(type, kvd), cache_bytes = (size_t)n_seq * n_ctx * rb;
+    /* fill both caches through kv_write of random rows at every position */
+    uint8_t *kc = calloc(1, cache_bytes), *vc = calloc(1, cache_bytes);
+    void *dk = dev_copy(g, kc, cache_bytes), *dv = dev_copy(g, vc, cache_bytes);
+    int chunk = 256;
+    float *rows = malloc((size_t)chunk * kvd * sizeof(float));
+    int32_t *pos = malloc((size_t)chunk * 4), *seq = malloc((size_t)chunk * 4);
+    for (int s = 0; s < n_seq; s++)
+        for (int p0 = 0; p0 < n_ctx; p0 += chunk) {
+            int cnt = n_ctx - p0 < chunk ? n_ctx - p0 : chunk;
+            for (int i = 0; i < cnt; i++) { pos[i] = p0 + i; seq[i] = s; }
+            for (int kv = 0; kv < 2; kv++) {
+                for (size_t i = 0; i < (size_t)cnt * kvd; i++) rows[i] = rnorm() * (kv ? 1.0f : 0.6f);
+                void *drows = dev_copy(g, rows, (size_t)cnt * kvd * 4);
+                c->kv_write(c, kv ? vc : kc, type, rows, cnt, kvd, n_ctx, pos, seq);
+                g->kv_write(g, kv ? dv : dk, type, drows, cnt, kvd, n_ctx, pos, seq);
+                g->dealloc(g, drows);
+            }
+        }
+    uint8_t *back = malloc(cache_bytes);
+    g->download(g, back, dk, cache_bytes);
+    int same_k = memcmp(back, kc, cache_bytes) == 0;
+    g->download(g, back, dv, cache_bytes);
+    int same_v = memcmp(back, vc, cache_bytes) == 0;
+    if (!same_k || !same_v) fprintf(stderr, "  cuda kv_write %s: cache bytes differ from the CPU's\n", ob_type_name(type));
+    CHECK(same_k && same_v);
+    /* attention of n tokens at random positions of random sequences */
+    size_t qn = (size_t)n * n_head * hd;
+    float *q = randf(qn, 1.0f), *out = malloc(qn * 4);
+    for (int i = 0; i < n; i++) { pos[i] = rint_in(0, n_ctx - 1); seq[i] = rint_in(0, n_seq - 1); }
+    pos[0] = n_ctx - 1;
+    void *dq = dev_copy(g, q, qn * 4), *dout = dev_nan(g, qn);
+    ob_attn_args a = {q, out, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd)};
+    c->attention(c, &a);
+    ob_attn_args ag = {dq, dout, dk, dv, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, a.scale};
+    g->attention(g, &ag);
+    char what[96];
+    snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d", ob_type_name(type), hd, n_ctx, n);
+    cmp_dev(g, dout, out, qn, 2e-5, what);
+    g->dealloc(g, dq);
+    g->dealloc(g, dout);
+    g->dealloc(g, dk);
+    g->dealloc(g, dv);
+    free(kc); free(vc); free(back); free(rows); free(pos); free(seq); free(q); free(out);
+}
+
+OB_SUITE(cuda_kernels) {
+    ob_backend *g = gpu_new();
+    if (!g) return;
+    ob_backend *c = ob_backend_cpu_new(); /* its plain-C reference ops, not the SIMD kernels */
+    char err[256];
+    ob_backend_opts o = {2, 0};
+    setenv("OB_CPU_KERNELS", "reference", 1);
+    CHECK(c->init(c, &o, err, sizeof err) == 0);
+    unsetenv("OB_CPU_KERNELS");
+    test_matmul_types(g);
+    test_row_ops(g, c);
+    test_rope(g, c);
+    static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
+    for (int k = 0; k < 3; k++) {
+        test_kv_attention(g, c, kv_types[k], 64, 300, 3);
+        test_kv_attention(g, c, kv_types[k], 128, 3000, 1); /* decode of a long context: split spans */
+        test_kv_attention(g, c, kv_types[k], 32, 200, 40);
+    }
+    test_kv_attention(g, c, OB_TYPE_F32, 16, 50, 6);
+    c->free(c);
+    free(c);
+    gpu_free(g);
+}
+
+OB_SUITE(cuda_golden) {
+    ob_backend *g = gpu_new();
+    if (!g) return;
+    gpu_free(g);
+    ob_test_golden_device("cuda");
+}
