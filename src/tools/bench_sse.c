@@ -150,7 +150,7 @@ static void text_chunk(ob_bench_req *r, double t) {
     if (r->t_first < 0) r->t_first = t;
     else {
         if (r->n_gaps == r->cap_gaps) {
-            int c = r->cap_gaps ? 2 * r->cap_gaps : 256;
+            int c = r->cap_gaps ? 2 * r->cap_gaps : 32; /* grows with the answer: a long soak keeps many */
             double *g = realloc(r->gaps, (size_t)c * sizeof *g);
             if (!g) return; /* the gap is lost, the count is not */
             r->gaps = g, r->cap_gaps = c;
