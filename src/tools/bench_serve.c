@@ -62,8 +62,11 @@ static uint64_t mix64(uint64_t x) { /* splitmix64 */
 }
 
 /* Common short English words: one token each in most vocabularies, so the token count of a
- * prompt grows evenly with its words; drawn at random per request so that no two prompts share
- * more than the chat template's prefix (a server's prefix cache cannot skip the work). */
+ * prompt grows evenly with its words. A prompt of n words is always the same words (the first n
+ * of the list, cycled) after the same lead-in, in an order shuffled per request: tokenizers split
+ * text at spaces before merging, so all prompts of n words have the same token count (and the
+ * calibration can hit N), while no two share more than the chat template's prefix and the
+ * lead-in (a server's prefix cache cannot skip the work). */
 static const char *const WORDS[] = {
     "the", "of", "and", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as", "with",
     "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but", "what", "all",
@@ -77,13 +80,17 @@ static const char *const WORDS[] = {
 static char *synthetic_prompt(int words, uint64_t seed) {
     size_t cap = (size_t)words * 8 + 64, len = 0;
     char *s = malloc(cap);
+    int *ix = malloc((size_t)words * sizeof *ix);
+    for (int i = 0; i < words; i++) ix[i] = i % (int)N_WORDS;
     uint64_t r = mix64(seed);
-    for (int i = 0; i < words; i++) {
+    for (int i = words - 1; i > 0; i--) { /* Fisher-Yates */
         r = mix64(r);
-        const char *w = WORDS[r % N_WORDS];
-        len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? " " : "", w);
+        int j = (int)(r % (uint64_t)(i + 1)), t = ix[i];
+        ix[i] = ix[j], ix[j] = t;
     }
-    s[len] = 0;
+    len = (size_t)snprintf(s, cap, "Text:");
+    for (int i = 0; i < words; i++) len += (size_t)snprintf(s + len, cap - len, " %s", WORDS[ix[i]]);
+    free(ix);
     return s;
 }
 
@@ -458,11 +465,12 @@ static int setup_target(target *T, const opts *o) {
                         T->label, T->overhead, o->prompt_tokens);
                 w = 1;
             }
-            /* One check at the solution corrects what the word draws' spread put into the fit. */
-            int pw;
-            if (prompt_tokens_of(T, o, w, &pw, err, sizeof err) == 0 && pw > 0) {
-                w += (int)lround((o->prompt_tokens - pw) / T->tok_per_word);
-                if (w < 1) w = 1;
+            /* Checks at the solution correct the fit (words differ in their token counts). */
+            for (int k = 0, pw; k < 2; k++) {
+                if (prompt_tokens_of(T, o, w, &pw, err, sizeof err) || pw <= 0 || pw == o->prompt_tokens) break;
+                int nw = w + (int)lround((o->prompt_tokens - pw) / T->tok_per_word);
+                if (nw < 1 || nw == w) break;
+                w = nw;
             }
             T->words = w;
         }

@@ -102,7 +102,7 @@ test('a sweep: counts equal the server\'s usage and /metrics, percentiles ordere
     assert.equal(s.output_tokens_per_request.max, GEN, at);
     assert.ok(s.stream_deltas > 0 && s.stream_deltas <= s.output_tokens, at);
     const perReq = s.prompt_tokens / s.requests_ok;
-    assert.ok(Math.abs(perReq - PROMPT) <= 0.25 * PROMPT, `${at}: prompt ${perReq} tokens for ${PROMPT}`);
+    assert.ok(Math.abs(perReq - PROMPT) <= 0.1 * PROMPT, `${at}: prompt ${perReq} tokens for ${PROMPT}`);
     // prompts differ per request and per step: the server can reuse at most the template's prefix
     assert.ok(s.prompt_tokens_cached <= 0.5 * s.prompt_tokens, `${at}: ${s.prompt_tokens_cached} cached`);
     for (const k of ['ttft_ms', 'itl_ms', 'e2e_ms', 'decode_tokens_per_s']) ordered(s[k], `${at} ${k}`);
