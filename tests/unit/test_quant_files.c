@@ -56,6 +56,11 @@ static uint8_t *read_bytes(const char *path, size_t *n) {
 static const int new_types[] = {OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_MXFP4, OB_TYPE_IQ4_NL, OB_TYPE_Q2_K,
                                 OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K, OB_TYPE_IQ4_XS};
 #define N_NEW (int)(sizeof new_types / sizeof new_types[0])
+/* the corrupt-file checks: every block type of docs/formats.md (i2_s, with its per-tensor
+ * tail, is test_i2s.c's suite i2_s_file) */
+static const int corrupt_types[] = {OB_TYPE_Q8_0, OB_TYPE_Q4_0, OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_MXFP4,
+                                    OB_TYPE_IQ4_NL, OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q4_K, OB_TYPE_Q5_K, OB_TYPE_Q6_K,
+                                    OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0};
 
 /* Offset of tensor 'name''s info record's ne[0] in a GGUF file (after its name and n_dims). */
 static size_t find_ne0(const uint8_t *d, size_t n, const char *name) {
@@ -82,8 +87,8 @@ static void test_corrupt(void) {
     tmp_path(bad, sizeof bad, "corrupt-bad.gguf");
     float x[256 * 4];
     gen_weights(x, 4, 256, 5);
-    for (int k = 0; k < N_NEW; k++) {
-        int type = new_types[k];
+    for (int k = 0; k < (int)(sizeof corrupt_types / sizeof corrupt_types[0]); k++) {
+        int type = corrupt_types[k];
         uint8_t q[256 * 4 * 2];
         ob_type_get(type)->from_float(x, q, 256 * 4);
         ob_gguf_writer_t *w = ob_gguf_writer_new();

@@ -26,7 +26,7 @@ import sys
 # ggml type ids (ggml.h) -> names, for the ones these files can hold.
 GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 10: "q2_K",
               11: "q3_K", 12: "q4_K", 13: "q5_K", 14: "q6_K", 15: "q8_K", 20: "iq4_nl", 23: "iq4_xs", 30: "bf16",
-              34: "tq1_0", 35: "tq2_0", 39: "mxfp4"}
+              34: "tq1_0", 35: "tq2_0", 36: "i2_s", 39: "mxfp4"}  # 36: bitnet.cpp's id (upstream has none)
 
 
 def load(path, n_vocab):
@@ -143,7 +143,8 @@ def gguf_read(path):
         for d in shape:
             n *= d
         bs, be = GGML_BLOCKS.get(t, (0, 1))
-        tensors[name] = (t, shape, off, n // be * bs)
+        # i2_s: 2 bits a weight, then one f32 scale and 28 bytes of padding per tensor (docs/compat.md)
+        tensors[name] = (t, shape, off, n // 4 + 32 if t == "i2_s" else n // be * bs)
     data_start = (f.tell() + alignment - 1) // alignment * alignment
     f.close()
     return tensors, data_start

@@ -33,6 +33,8 @@
 #   IMATRIX    0: skip section 5 (the demo model quantized with an importance matrix that
 #              tools/compat/make_imatrix.c computes over IMTEXT, default the first 300 kB of
 #              the training texts in TRAIN=build/corpus/out/train.jsonl.gz: not the KL text)
+#   SPECS      the types of sections 1-4, as "pure:NAME" (llama-quantize --pure) or "mix:NAME"
+#              (default: every type and mix below; e.g. SPECS="pure:F32 pure:F16 pure:BF16")
 #   SECTIONS   which of 1..5 to print (default "1 2 3 4 5"); files already quantized are reused
 #              when REUSE=1
 set -u
@@ -111,9 +113,9 @@ for m in $MODELS; do [ -n "${SRC[$m]:-}" ] && MODELS_ON="$MODELS_ON $m"; done
 
 # Types: every base type alone (--pure; mxfp4 through MXFP4_MOE, as llama-quantize names it)
 # and the mixes. A spec is "pure:NAME" or "mix:NAME".
-SPECS="pure:Q8_0 pure:Q4_0 pure:Q4_1 pure:Q5_0 pure:Q5_1 pure:TQ1_0 pure:TQ2_0 pure:MXFP4_MOE pure:IQ4_NL pure:IQ4_XS
+SPECS=${SPECS:-"pure:Q8_0 pure:Q4_0 pure:Q4_1 pure:Q5_0 pure:Q5_1 pure:TQ1_0 pure:TQ2_0 pure:MXFP4_MOE pure:IQ4_NL pure:IQ4_XS
 pure:Q2_K pure:Q3_K pure:Q4_K pure:Q5_K pure:Q6_K mix:Q4_K_M mix:Q4_K_S mix:Q5_K_M mix:Q5_K_S mix:Q6_K mix:Q8_0
-mix:Q3_K_S mix:Q3_K_M mix:Q3_K_L mix:Q2_K mix:IQ4_XS mix:IQ4_NL mix:Q4_0"
+mix:Q3_K_S mix:Q3_K_M mix:Q3_K_L mix:Q2_K mix:IQ4_XS mix:IQ4_NL mix:Q4_0"}
 label() { local k=${1%%:*} n=${1#*:}; [ "$k" = pure ] && { [ "$n" = MXFP4_MOE ] && echo "mxfp4" || echo "$n" | tr A-Z a-z | sed 's/_k$/_K/'; } || echo "$n"; }
 flags() { [ "${1%%:*}" = pure ] && echo "--pure"; }
 

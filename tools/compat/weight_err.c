@@ -23,15 +23,17 @@
 #include "format/gguf.h"
 #include "format/imatrix.h"
 #include "format/quant.h"
+#include "format/quant_tensor.h"
 
+/* Whole-tensor decoding: lean4 rotated back and i2_s times its per-tensor scale, as the
+ * engine computes with them (a row decoder alone gives neither). */
 static float *decode(const ob_gguf_tensor *t, int64_t n) {
-    const ob_type_traits *tr = ob_type_get(t->type);
     float *x = malloc((size_t)n * sizeof *x);
-    if (!x || !tr || !tr->to_float || ob_type_row_size(t->type, t->ne[0]) * (size_t)(n / t->ne[0]) != t->size) {
+    if (!x || ob_type_tensor_size(t->type, t->ne[0], n / t->ne[0]) != t->size ||
+        ob_tensor_dequantize(t->type, t->data, x, t->ne[0], n / t->ne[0]) != 0) {
         free(x);
         return NULL;
     }
-    tr->to_float(t->data, x, n);
     return x;
 }
 
