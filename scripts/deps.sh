@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs the build and test dependencies from Debian's archive; a no-op when present.
-# libmicrohttpd and libcurl: `1bit serve` (HTTP, -hf downloads); node and npm: tests/e2e.
+# libmicrohttpd and libcurl: `1bit serve` (HTTP, -hf downloads); node and npm: tests/e2e;
+# clang (with libFuzzer): make fuzz.
 set -e
 need=""
-for p in build-essential libjansson-dev libpcre2-dev libutf8proc-dev libicu-dev xz-utils pkg-config; do
+for p in build-essential libjansson-dev libpcre2-dev libutf8proc-dev libicu-dev xz-utils pkg-config clang; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"
 done
 for p in libmicrohttpd-dev libcurl4-openssl-dev; do

@@ -782,17 +782,21 @@ void ob_gen_fail(ob_server *S, ob_http_req *r, ob_gen_req *q, json_t *b, int sta
     json_decref(b);
 }
 
-void ob_h_chat(void *app, ob_http_req *r) {
-    ob_server *S = app;
+typedef int (*parse_fn)(ob_server *S, json_t *b, ob_gen_req *q, int *status, char *err, size_t errlen);
+
+/* body -> request -> generation, for the APIs without format-private state */
+static void handle(ob_server *S, ob_http_req *r, parse_fn parse, const ob_gen_fmt *fmt) {
     json_t *b = ob_gen_body(S, r);
     if (!b) return;
     char err[1024];
     ob_gen_req q = {0};
     int status;
-    if (ob_gen_parse_chat(S, b, &q, &status, err, sizeof err)) { ob_gen_fail(S, r, &q, b, status, err); return; }
+    if (parse(S, b, &q, &status, err, sizeof err)) { ob_gen_fail(S, r, &q, b, status, err); return; }
     json_decref(b);
-    ob_gen_run(S, r, &q, &chat_fmt, NULL, NULL);
+    ob_gen_run(S, r, &q, fmt, NULL, NULL);
 }
+
+void ob_h_chat(void *app, ob_http_req *r) { handle(app, r, ob_gen_parse_chat, &chat_fmt); }
 
 /* ---- completions ---------------------------------------------------------------------- */
 static json_t *cmpl_logprobs(ob_gen *g, json_t *entries) {
@@ -898,14 +902,4 @@ int ob_gen_parse_completion(ob_server *S, json_t *b, ob_gen_req *q, int *status,
     return 0;
 }
 
-void ob_h_completions(void *app, ob_http_req *r) {
-    ob_server *S = app;
-    json_t *b = ob_gen_body(S, r);
-    if (!b) return;
-    char err[1024];
-    ob_gen_req q = {0};
-    int status;
-    if (ob_gen_parse_completion(S, b, &q, &status, err, sizeof err)) { ob_gen_fail(S, r, &q, b, status, err); return; }
-    json_decref(b);
-    ob_gen_run(S, r, &q, &cmpl_fmt, NULL, NULL);
-}
+void ob_h_completions(void *app, ob_http_req *r) { handle(app, r, ob_gen_parse_completion, &cmpl_fmt); }

@@ -83,12 +83,19 @@ export async function startServer(extra = [], { wait = true, env = {}, model = t
     client: new OpenAI({ baseURL: url + '/v1', apiKey: env.KEY || 'unused', maxRetries: 0, timeout: 60000 }),
     exited: new Promise((r) => proc.on('exit', (code, sig) => r({ code, sig }))),
     async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return this.exited;
-      proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
-      const r = await this.exited;
-      clearTimeout(t);
-      return r;
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill('SIGTERM');
+        const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
+        await this.exited;
+        clearTimeout(t);
+      }
+      // make test-asan: a sanitizer report (a leak shows at exit) fails the test that ran it
+      if (process.env.OB_E2E_SANITIZED) {
+        if (!proc.stderr.closed) await new Promise((r) => proc.stderr.on('close', r));
+        const m = log.match(/(ERROR: (Address|Leak)Sanitizer|runtime error:)[^\n]*/);
+        if (m) throw new Error(`sanitizer report from 1bit serve ${args.join(' ')}:\n${log.slice(log.indexOf(m[0]), log.indexOf(m[0]) + 4000)}`);
+      }
+      return this.exited;
     },
   };
   if (wait) await waitHealthy(url, proc);
