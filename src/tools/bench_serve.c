@@ -46,6 +46,7 @@ typedef struct {
     int conc[MAX_CONC_LEVELS], n_conc;
     int prompt_tokens, gen_tokens, ignore_eos, warmup, progress;
     int requests;        /* 0: default per step */
+    int rounds;          /* each step in this many rounds, the servers alternating (default 1) */
     double duration, timeout;
     json_t *replay;      /* array of request objects, or NULL */
     const char *replay_path;
@@ -340,7 +341,7 @@ static void *worker_main(void *u) {
     return NULL;
 }
 
-static void progress_line(const step_run *S, const char *label, int tty, int final) {
+static void progress_line(const step_run *S, const char *label, int tty, int final) { /* label: server and round */
     double t = now_s() - S->t0;
     long tok = atomic_load(&S->tokens);
     fprintf(stderr, "%s%s c=%d: %d/%d done, %d failed, %ld tokens streamed, %.1f tok/s, %.1f s%s", tty ? "\r\033[K" : "",
@@ -348,16 +349,17 @@ static void progress_line(const step_run *S, const char *label, int tty, int fin
             t, tty && !final ? "" : "\n");
 }
 
-/* Runs one step; quiet: the warm-up (no progress; its tokens go to the target's setup count). */
-static int run_step(target *T, const opts *o, uint64_t salt, int conc, int max_req, ob_bench_step *out, int quiet) {
-    step_run S = {.T = T, .o = o, .conc = conc, .max_req = max_req, .salt = salt};
-    S.reqs = calloc((size_t)max_req, sizeof *S.reqs);
+/* Runs one round of a step: up to n requests into reqs[n] (reset by the caller) with conc in
+ * flight, none started after `duration` seconds. Its times continue from `offset` (the end of
+ * the step's previous round), so a step's rounds add up to one timeline. quiet: the warm-up. */
+static int run_round(target *T, const opts *o, uint64_t salt, int conc, ob_bench_req *reqs, int n, double offset,
+                     double duration, const char *label, int quiet) {
+    step_run S = {.T = T, .o = o, .conc = conc, .max_req = n, .salt = salt, .reqs = reqs};
     worker *w = calloc((size_t)conc, sizeof *w);
     pthread_t *th = calloc((size_t)conc, sizeof *th);
-    if (!S.reqs || !w || !th) { fprintf(stderr, "bench: out of memory for %d requests\n", max_req); return -1; }
-    for (int i = 0; i < max_req; i++) ob_bench_req_reset(&S.reqs[i]);
-    S.t0 = now_s();
-    S.deadline = S.t0 + o->duration;
+    if (!w || !th) { fprintf(stderr, "bench: out of memory for %d workers\n", conc); free(w), free(th); return -1; }
+    S.t0 = now_s() - offset;
+    S.deadline = now_s() + duration;
     atomic_store(&S.workers_left, conc);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -382,25 +384,27 @@ static int run_step(target *T, const opts *o, uint64_t salt, int conc, int max_r
         usleep(100000);
         if (quiet || !o->progress) continue;
         double t = now_s();
-        if (tty || t - last >= 2.0) { progress_line(&S, T->label, tty, 0); last = t; }
+        if (tty || t - last >= 2.0) { progress_line(&S, label, tty, 0); last = t; }
     }
     for (int i = 0; i < started; i++) {
         pthread_join(th[i], NULL);
         curl_easy_cleanup(w[i].curl);
         free(w[i].errbody.p);
     }
-    if (!quiet && o->progress) progress_line(&S, T->label, tty, 1);
-    ob_bench_step_summarize(S.reqs, max_req, conc, out);
-    if (quiet) { /* set-up requests: count their tokens */
-        for (int i = 0; i < max_req; i++)
-            if (S.reqs[i].issued) {
-                T->setup_requests++;
-                if (!S.reqs[i].err[0]) T->setup_tokens += ob_bench_req_tokens(&S.reqs[i]);
-            }
-    }
-    for (int i = 0; i < max_req; i++) ob_bench_req_free(&S.reqs[i]);
-    free(S.reqs), free(w), free(th);
+    if (!quiet && o->progress) progress_line(&S, label, tty, 1);
+    free(w), free(th);
     return started == conc ? 0 : -1;
+}
+
+static ob_bench_req *reqs_new(int n) {
+    ob_bench_req *r = calloc((size_t)n, sizeof *r);
+    if (r) for (int i = 0; i < n; i++) ob_bench_req_reset(&r[i]);
+    return r;
+}
+
+static void reqs_free(ob_bench_req *r, int n) {
+    if (r) for (int i = 0; i < n; i++) ob_bench_req_free(&r[i]);
+    free(r);
 }
 
 /* ---- set-up of a target: model name, prompt calibration, warm-up ----------------------- */
@@ -477,7 +481,16 @@ static int setup_target(target *T, const opts *o) {
     }
     if (o->warmup) {
         ob_bench_step s;
-        run_step(T, o, 1000, 1, o->warmup, &s, 1);
+        ob_bench_req *r = reqs_new(o->warmup);
+        if (!r) return -1;
+        run_round(T, o, 1u << 30, 1, r, o->warmup, 0, o->duration, T->label, 1);
+        ob_bench_step_summarize(r, o->warmup, 1, &s);
+        for (int i = 0; i < o->warmup; i++)
+            if (r[i].issued) {
+                T->setup_requests++;
+                if (!r[i].err[0]) T->setup_tokens += ob_bench_req_tokens(&r[i]);
+            }
+        reqs_free(r, o->warmup);
         if (s.n_err) {
             fprintf(stderr, "bench: the warm-up request to %s failed: %s\n", T->label, s.err[0].reason);
             return -1;
@@ -560,6 +573,8 @@ static int usage(void) {
             "  --concurrency LIST     requests in flight, one step each (default 1,4)\n"
             "  --requests K           requests per step (default 2 x concurrency, at least 8; 10000 with --duration)\n"
             "  --duration S           no new request after S seconds of a step (default 120)\n"
+            "  --rounds R             run each step in R rounds (K/R requests, S/R seconds each), the servers\n"
+            "                         of --compare alternating every round (default 1)\n"
             "  --timeout S            limit of one request (default 120)\n"
             "  --warmup N             unmeasured requests per server before the sweep (default 1)\n"
             "  --seed N               seed of the synthetic prompts (default 1)\n"
@@ -645,7 +660,8 @@ static int set_url(target *T, const char *url) {
 }
 
 int ob_bench_serve_cmd(int argc, char **argv) {
-    opts o = {.prompt_tokens = 128, .gen_tokens = 64, .ignore_eos = 1, .warmup = 1, .duration = 120, .timeout = 120, .seed = 1};
+    opts o = {.prompt_tokens = 128, .gen_tokens = 64, .ignore_eos = 1, .warmup = 1, .duration = 120, .timeout = 120, .seed = 1,
+              .rounds = 1};
     o.conc[0] = 1, o.conc[1] = 4, o.n_conc = 2;
     target T[2] = {0};
     const char *url = NULL, *url2 = NULL, *out_json = NULL, *out_svg = NULL;
@@ -675,6 +691,7 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-tokens")) { if (NUM(1, 1 << 20)) return 2; o.prompt_tokens = (int)d; }
         else if (!strcmp(a, "--gen-tokens")) { if (NUM(1, 1 << 20)) return 2; o.gen_tokens = (int)d; }
         else if (!strcmp(a, "--requests")) { if (NUM(1, MAX_REQUESTS)) return 2; o.requests = (int)d; }
+        else if (!strcmp(a, "--rounds")) { if (NUM(1, 1000)) return 2; o.rounds = (int)d; }
         else if (!strcmp(a, "--duration")) { if (NUM(0.1, 86400)) return 2; o.duration = d; duration_given = 1; }
         else if (!strcmp(a, "--timeout")) { if (NUM(0.1, 86400)) return 2; o.timeout = d; }
         else if (!strcmp(a, "--warmup")) { if (NUM(0, 100)) return 2; o.warmup = (int)d; }
@@ -701,17 +718,37 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         T[t].steps = calloc((size_t)o.n_conc, sizeof *T[t].steps);
         T[t].steps_json = json_array();
     }
-    /* The sweep: with two servers, each step runs on both, the first server alternating, so
-     * slow drift of the machine's load hits both alike. */
+    /* The sweep: with two servers, each round of a step runs on both, the first server
+     * alternating from round to round and step to step, so the machine's changing load hits both
+     * alike (more rounds: finer alternation). */
     for (int k = 0; k < o.n_conc && rc == 0; k++) {
-        int c = o.conc[k];
+        int c = o.conc[k], R = o.rounds;
         int max_req = o.requests ? o.requests : duration_given ? 10000 : (2 * c > 8 ? 2 * c : 8);
-        for (int j = 0; j < n_t && rc == 0; j++) {
-            target *X = &T[(j + k) % n_t];
-            ob_bench_step *s = &X->steps[k];
-            if (run_step(X, &o, (uint64_t)k + 1, c, max_req, s, 0)) rc = 1;
-            json_array_append_new(X->steps_json, ob_bench_step_json(s));
+        if (R > max_req) R = max_req;
+        if (max_req / R < c)
+            fprintf(stderr, "bench: warning: concurrency %d: rounds of %d requests keep fewer than %d in flight\n", c,
+                    max_req / R, c);
+        ob_bench_req *buf[2] = {reqs_new(max_req), n_t == 2 ? reqs_new(max_req) : NULL};
+        double off[2] = {0, 0};
+        if (!buf[0] || (n_t == 2 && !buf[1])) { fprintf(stderr, "bench: out of memory for %d requests\n", max_req); rc = 1; }
+        for (int r = 0, base = 0; r < R && rc == 0; r++) {
+            int n = max_req / R + (r < max_req % R);
+            for (int j = 0; j < n_t && rc == 0; j++) {
+                int x = (j + k + r) % n_t;
+                char label[300];
+                if (R > 1) snprintf(label, sizeof label, "%s round %d/%d", T[x].label, r + 1, R);
+                else snprintf(label, sizeof label, "%s", T[x].label);
+                if (run_round(&T[x], &o, (uint64_t)r << 20 | (uint64_t)(k + 1), c, buf[x] + base, n, off[x],
+                              o.duration / R, label, 0)) rc = 1;
+                for (int i = base; i < base + n; i++) if (buf[x][i].issued && buf[x][i].t_end > off[x]) off[x] = buf[x][i].t_end;
+            }
+            base += n;
         }
+        for (int x = 0; x < n_t && rc == 0; x++) {
+            ob_bench_step_summarize(buf[x], max_req, c, &T[x].steps[k]);
+            json_array_append_new(T[x].steps_json, ob_bench_step_json(&T[x].steps[k]));
+        }
+        for (int x = 0; x < n_t; x++) reqs_free(buf[x], max_req);
     }
     if (rc == 0) {
         for (int t = 0; t < n_t; t++) md_target(&T[t], &o);
@@ -724,8 +761,8 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         json_object_set_new(doc, "host", json_string(host));
         json_t *conc = json_array();
         for (int k = 0; k < o.n_conc; k++) json_array_append_new(conc, json_integer(o.conc[k]));
-        json_t *set = json_pack("{s:o, s:f, s:f, s:i, s:i}", "concurrency", conc, "duration_s", o.duration, "timeout_s",
-                                o.timeout, "warmup", o.warmup, "gen_tokens", o.gen_tokens);
+        json_t *set = json_pack("{s:o, s:f, s:f, s:i, s:i, s:i}", "concurrency", conc, "duration_s", o.duration, "timeout_s",
+                                o.timeout, "warmup", o.warmup, "gen_tokens", o.gen_tokens, "rounds", o.rounds);
         json_object_set_new(set, "requests", o.requests ? json_integer(o.requests)
                                              : json_string(duration_given ? "10000 (--duration)" : "2 x concurrency, at least 8"));
         if (o.replay) json_object_set_new(set, "replay", json_string(o.replay_path));

@@ -138,18 +138,28 @@ test('a sweep: counts equal the server\'s usage and /metrics, percentiles ordere
   for (const f of [json, json2, svg, plot]) fs.rmSync(f, { force: true });
 });
 
-test('--compare: both servers, steps alternating, ratios in the report and the JSON', async () => {
+test('--compare --rounds 2: both servers alternating, rounds merged, ratios in the report and the JSON', async () => {
   const json = tmp('c.json');
   const r = await run(['bench', '--url', srv.url, '--compare', srv2.url + '/v1/', '--label', 'four', '--label2', 'two',
-    '--prompt-tokens', '32', '--gen-tokens', '8', '--concurrency', '1,4', '--requests', '4', '-o', json]);
+    '--prompt-tokens', '32', '--gen-tokens', '8', '--concurrency', '1,4', '--requests', '8', '--rounds', '2', '--progress',
+    '-o', json]);
   assert.equal(r.code, 0, r.stderr);
   const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
   assert.deepEqual(doc.targets.map((t) => t.label), ['four', 'two']);
   assert.equal(doc.targets[1].url, srv2.url + '/v1');
   for (const t of doc.targets) for (const s of t.steps) {
     assert.equal(s.requests_failed, 0);
-    assert.equal(s.output_tokens, 4 * 8);
+    assert.equal(s.requests_ok, 8);
+    assert.equal(s.output_tokens, 8 * 8);
+    // the rounds form one timeline: the step's wall time covers its requests, not the other server's
+    assert.ok(s.e2e_ms.max <= s.wall_s * 1000 + 1e-6);
+    near(s.output_tokens_per_s, s.output_tokens / s.wall_s, 1e-6, 'rate');
   }
+  assert.equal(doc.settings.rounds, 2);
+  // progress lines name the server and the round, in alternating order
+  const order = [...r.stderr.matchAll(/^(four|two) round (\d)\/2 c=(\d+): /gm)].map((m) => `${m[1]}${m[2]}c${m[3]}`);
+  const firsts = [...new Set(order)];
+  assert.deepEqual(firsts, ['four1c1', 'two1c1', 'two2c1', 'four2c1', 'two1c4', 'four1c4', 'four2c4', 'two2c4']);
   assert.equal(doc.ratios.length, 2);
   for (let k = 0; k < 2; k++) {
     const [a, b] = doc.targets.map((t) => t.steps[k]);
