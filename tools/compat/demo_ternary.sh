@@ -72,8 +72,10 @@ peer() { # peer BIN FILE [FLAGS] -> "runs" or the first error
     [ -x "$1/llama-perplexity" ] || { echo "not built"; return; }
     local r b=$1 f=$2; shift 2
     r=$("$b/llama-perplexity" -m "$f" -f "$TEXT" -c 512 --chunks 1 -t "$THREADS" "$@" 2>&1)
-    if echo "$r" | grep -q 'estimated PPL\|Final estimate'; then echo "runs"; else
-        echo "$r" | grep -m1 -E 'error loading model|error:|failed' | sed 's/^[0-9. ]*[EW] //; s/^llama_model_load: //' | cut -c1-110; fi
+    local rc=$?
+    if echo "$r" | grep -q 'estimated PPL\|Final estimate'; then echo "runs"; return; fi
+    r=$(echo "$r" | grep -m1 -E 'error loading model|of type [0-9]+ |error:|failed' | sed 's/^[0-9. ]*[EW] //; s/^llama_model_load: //' | cut -c1-110)
+    echo "${r:-no output, exit $rc}"
 }
 base_runs() { # base_runs FILE KLD: the base's run with fast and with reference kernels
     $OB perplexity -m "$1" -f "$TEXT" -c 512 --chunks "$CHUNKS" -t "$THREADS" --kl-divergence-base "$2.fast" -o json >"$2.fast.json" 2>&1 ||
