@@ -21,7 +21,7 @@ MODEL=${MODEL:-/work/models/qwen3-0.6b-q4_0.gguf}
 NP=${NP:-2}; THREADS=${THREADS:-2}; CTX=${CTX:-1024}
 LS=${LLAMA_SERVER:-../peers/llama.cpp/build/bin/llama-server}
 OUT=${OUT:-docs/img/serve-cpu}
-BENCH=${BENCH:-"--prompt-tokens 128 --gen-tokens 64 --concurrency 1,2,4,8 --requests 8 --timeout 300 --progress"}
+BENCH=${BENCH:-"--prompt-tokens 128 --gen-tokens 64 --concurrency 1,2,4 --requests 8 --rounds 2 --timeout 300 --progress"}
 if [ "$(id -u)" = 0 ]; then NICE=${NICE-"nice -n -20"}; else NICE=${NICE-}; fi
 if [ -z "${SERVE_CPU_SESSION-}" ] && command -v setsid >/dev/null; then
     SERVE_CPU_SESSION=1 exec setsid -w "$0" "$@"
