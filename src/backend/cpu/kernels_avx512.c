@@ -109,7 +109,17 @@ INLINE __m512i row_index(int nr, size_t rb) {
         (void)vidx;                                                                            \
         const uint8_t *rowp[16];                                                               \
         for (int i = 0; i < 16; i++) rowp[i] = base + (size_t)(i < nr ? i : nr - 1) * rb;      \
+        const char *pfb = (const char *)base + 16 * rb;                                        \
+        (void)pfb;                                                                             \
         __m512 acc = _mm512_setzero_ps();
+
+/* Software prefetch of the next 16-row group: rows are contiguous, so the group after this one
+ * is the 16 * rb bytes after it; step STEP (of S bytes per row) of row I fetches the line at
+ * (STEP * 16 + I) * S, which sweeps that region in order while this group is computed. The 16
+ * interleaved row streams of a group defeat the hardware prefetcher on short rows. */
+#define GEMV_PREFETCH(STEP, I, S)                                                              \
+    for (int pf_o = 0; pf_o < (S); pf_o += 64)                                                 \
+        _mm_prefetch(pfb + ((size_t)(STEP) * 16 + (I)) * (S) + pf_o, _MM_HINT_T0)
 
 #define GEMV_EPILOGUE                                                                          \
         acc = _mm512_mul_ps(acc, _mm512_set1_ps(w->scale));                                    \
@@ -126,6 +136,7 @@ static void gemv_q8_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
         const __m512i av = _mm512_loadu_si512(qs + b * 32);
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b / 2, i, 68);
             const uint8_t *p = rowp[i] + b * 34 + 2;
             __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
                                            _mm256_loadu_si256((const __m256i *)(p + 34)), 1);
@@ -164,6 +175,7 @@ static void gemv_q4_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
         av = _mm512_shuffle_i32x4(av, av, _MM_SHUFFLE(3, 1, 2, 0));
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b / 2, i, 36);
             const uint8_t *p = rowp[i] + b * 18 + 2;
             __m256i y2 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
                                                  _mm_loadu_si128((const __m128i *)(p + 18)), 1);
@@ -208,6 +220,7 @@ static void gemv_tq2_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8ac
                                        _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * j)), 1);
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b, i, 64); /* of 66: the next step's first line covers the rest */
             __m512i v = _mm512_loadu_si512(rowp[i] + b * 66);
             __m512i x = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m3), av[0]);
             x = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 2), m3), av[1]);
@@ -244,6 +257,7 @@ static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8ac
         for (int k = 0; k < 5; k++) av[k] = _mm512_load_si512(act[k]);
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b, i, 54);
             __m512i p = _mm512_maskz_loadu_epi8(0x000FFFFFFFFFFFFFull, rowp[i] + b * 54);
             __m512i x = _mm512_setzero_si512();
             for (int k = 0; k < 5; k++) {
@@ -278,6 +292,7 @@ static void gemv_i2_s(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
         const __mmask64 lm = two ? ~0ull : 0xFFFFFFFFull;
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b / 2, i, 64);
             __m512i v = _mm512_maskz_loadu_epi8(lm, rowp[i] + b * 32);
             __m512i x = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srli_epi16(v, 6), m3), av[0]);
             x = _mm512_dpbusd_epi32(x, _mm512_and_si512(_mm512_srli_epi16(v, 4), m3), av[1]);
@@ -333,6 +348,7 @@ INLINE void gemv_kq45(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
         __m512i s[16];
         int32_t imn[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b, i, bs);
             const uint8_t *blk = rowp[i] + b * bs;
             uint32_t sm[4];
             k4_unpack(blk + 4, sm);
@@ -392,6 +408,7 @@ static void gemv_q6_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
         const __m512i acv = _mm512_loadu_si512(ac + b * 16);
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
+            GEMV_PREFETCH(b, i, 210);
             const uint8_t *blk = rowp[i] + b * 210;
             __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
             __m512i x = _mm512_mullo_epi32(sc, acv); /* sum_j sc_j * (-32 * sum a_j) */
