@@ -568,6 +568,8 @@ INLINE void ftile(const int type, const int RR, const int C, const ob_weight *w,
             }
             continue;
         }
+        if (C == 1) /* 1 KiB ahead in each row: the hardware prefetcher alone keeps part of the bandwidth */
+            for (int i = 0; i < RR; i++) _mm_prefetch((const char *)rows[i] + off * (type == OB_TYPE_F32 ? 4 : 2) + 1024, _MM_HINT_T0);
         UNROLL4 for (int h = 0; h < 2; h++) {
             __m256 wv[2];
             UNROLL4 for (int i = 0; i < RR; i++) wv[i] = load_w8(type, rows[i], off + 8 * h);

@@ -761,7 +761,12 @@ INLINE void ftile(const int type, const int RR, const int C, const ob_weight *w,
     for (int64_t kk = 0; kk < k; kk += 16) {
         const __mmask16 m = k - kk >= 16 ? 0xFFFF : (__mmask16)((1u << (k - kk)) - 1);
         __m512 wv[4];
-        UNROLL4 for (int i = 0; i < RR; i++) wv[i] = load_w(type, rows[i], kk, m);
+        UNROLL4 for (int i = 0; i < RR; i++) {
+            /* 1 KiB ahead in each row: four row streams at once keep only part of the
+             * bandwidth with the hardware prefetcher alone */
+            if (C == 1) _mm_prefetch((const char *)rows[i] + kk * (type == OB_TYPE_F32 ? 4 : 2) + 1024, _MM_HINT_T0);
+            wv[i] = load_w(type, rows[i], kk, m);
+        }
         UNROLL8 for (int c = 0; c < C; c++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + (t + c) * k + kk);
             UNROLL4 for (int i = 0; i < RR; i++) acc[i][c] = _mm512_fmadd_ps(wv[i], xv, acc[i][c]);
