@@ -30,12 +30,16 @@ ob_tool_format ob_srv_chat_tool_format(const char *t) {
 int ob_srv_chat_load(ob_server *S, const char *model_path, const char *template_file, char *err, size_t errlen) {
     ob_chat_source src = {0}, tsrc = {0};
     char e2[512];
-    int have = ob_chat_source_from_gguf(model_path, NULL, 0, &src, e2, sizeof e2) == 0;
+    /* a GGUF without tokenizer.chat_template loads with template_src NULL */
+    int have = ob_chat_source_from_gguf(model_path, NULL, 0, &src, e2, sizeof e2) == 0 && src.template_src;
     if (template_file) {
         if (ob_chat_source_set_file(&src, template_file, err, errlen)) { ob_chat_source_free(&src); return -1; }
         have = 1;
     }
-    if (!have) return 0; /* no template: ChatML */
+    if (!have) { /* no template: ChatML */
+        ob_chat_source_free(&src);
+        return 0;
+    }
     S->chat_template = strdup(src.template_src);
     S->tmpl_specials = json_incref(src.specials);
     ob_tmpl_t *t = NULL;
@@ -45,7 +49,7 @@ int ob_srv_chat_load(ob_server *S, const char *model_path, const char *template_
         fprintf(stderr, "serve: warning: the chat template does not compile: %s\n", e2);
     }
     S->tmpl = t;
-    if (!template_file && ob_chat_source_from_gguf(model_path, NULL, 1, &tsrc, e2, sizeof e2) == 0 &&
+    if (!template_file && ob_chat_source_from_gguf(model_path, NULL, 1, &tsrc, e2, sizeof e2) == 0 && tsrc.template_src &&
         strcmp(tsrc.template_src, src.template_src)) {
         ob_tmpl_t *tt = NULL;
         if (ob_tmpl_compile(tsrc.template_src, strlen(tsrc.template_src), &tt, e2, sizeof e2) == 0) {

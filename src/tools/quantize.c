@@ -344,13 +344,17 @@ int ob_cmd_quantize(int argc, char **argv) {
             n_threads, im ? ", with an importance matrix" : "");
     int64_t t0 = ob_time_us();
     if (ob_gguf_writer_write(w, out_path, fill_tensor, &s, err, errlen)) goto done;
-    int counts[OB_TYPE_COUNT] = {0};
-    for (int i = 0; i < n; i++)
-        if (s.types[i] >= 0 && s.types[i] < OB_TYPE_COUNT) counts[s.types[i]]++;
+    /* distinct types in order of first use (lean4's id is outside the GGUF range) */
+    int kinds[64], counts[64], nk = 0;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < nk && kinds[j] != s.types[i]) j++;
+        if (j == nk && nk < 64) kinds[nk++] = s.types[i], counts[j] = 0;
+        if (j < nk) counts[j]++;
+    }
     fprintf(stderr, "quantize: %.2f MiB -> %.2f MiB (%.2f bits per weight) in %.1f s; tensors:", s.bytes_in / 1048576.0,
             s.bytes_out / 1048576.0, s.n_elements ? 8.0 * (double)s.bytes_out / (double)s.n_elements : 0.0, (ob_time_us() - t0) / 1e6);
-    for (int t = 0; t < OB_TYPE_COUNT; t++)
-        if (counts[t]) fprintf(stderr, " %s x%d", ob_type_name(t), counts[t]);
+    for (int j = 0; j < nk; j++) fprintf(stderr, " %s x%d", ob_type_name(kinds[j]), counts[j]);
     fprintf(stderr, "\n");
     rc = 0;
 done:
