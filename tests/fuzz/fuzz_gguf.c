@@ -114,6 +114,17 @@ static void seed(const char *dir, const char *name, ob_gguf_writer_t *w) {
     ob_gguf_writer_free(w);
 }
 
+/* The keys every vocabulary has. */
+static ob_gguf_writer_t *vocab_writer(const char *model, const char **toks, const int32_t *types, int n, uint32_t bos, uint32_t eos) {
+    ob_gguf_writer_t *w = ob_gguf_writer_new();
+    ob_gguf_writer_set_str(w, "tokenizer.ggml.model", model);
+    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, (uint64_t)n);
+    ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, types, (uint64_t)n);
+    ob_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", bos);
+    ob_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", eos);
+    return w;
+}
+
 static void write_seeds(const char *dir) {
     ob_gguf_writer_t *w = ob_gguf_writer_new();
     ob_gguf_writer_set_str(w, "general.architecture", "llama");
@@ -141,27 +152,17 @@ static void write_seeds(const char *dir) {
     /* vocabularies: byte-level BPE (gpt2) and SentencePiece (llama) */
     const char *btok[] = {"H", "e", "l", "o", "\xc4\xa0", "w", "r", "d", "!", "He", "ll", "llo", "Hello", "<|endoftext|>", "<|im_start|>"};
     int32_t btype[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3};
+    w = vocab_writer("gpt2", btok, btype, 15, 14, 13);
     const char *merges[] = {"H e", "l l", "ll o", "He llo"};
-    w = ob_gguf_writer_new();
-    ob_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
     ob_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2");
-    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", btok, NULL, 15);
-    ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, btype, 15);
     ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 4);
-    ob_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 13);
-    ob_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 14);
     seed(dir, "vocab-gpt2.gguf", w);
 
     const char *stok[] = {"<unk>", "<s>", "</s>", "<0x0A>", "<0xC3>", "<0xA9>", "\xe2\x96\x81", "\xe2\x96\x81H", "ello", "\xe2\x96\x81w", "orld", "!"};
     float sc[] = {0, 0, 0, 0, 0, 0, -1, -2, -3, -4, -5, -6};
     int32_t stype[] = {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1};
-    w = ob_gguf_writer_new();
-    ob_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", stok, NULL, 12);
+    w = vocab_writer("llama", stok, stype, 12, 1, 2);
     ob_gguf_writer_set_arr(w, "tokenizer.ggml.scores", OB_GGUF_FLOAT32, sc, 12);
-    ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, stype, 12);
-    ob_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    ob_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
     ob_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
     ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
     seed(dir, "vocab-llama.gguf", w);
