@@ -23,7 +23,7 @@ typedef struct ob_sampler ob_sampler_t;
 
 /* ---- model ------------------------------------------------------------------------------ */
 typedef struct {
-    const char *device;   /* "cpu" (default), "cuda", "auto" */
+    const char *device;   /* "cpu" (default), "cuda", "auto" (cuda when built with it and a GPU is present) */
     int n_threads;        /* <= 0: all cores */
 } ob_model_params;
 
@@ -36,6 +36,7 @@ typedef struct {
     const char *type_name;   /* its name, e.g. "q4_0" */
     uint64_t n_params;       /* elements of all tensors */
     uint64_t size_bytes;     /* bytes of all tensor data */
+    const char *device;      /* the backend that runs it: "cpu" or "cuda" ("auto" resolved) */
 } ob_model_info;
 
 /* The model compiled into the binary (the trained demo model): pass it as the path. */

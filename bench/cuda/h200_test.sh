@@ -1,22 +1,33 @@
 #!/bin/sh
-# First GPU call: build with CUDA there, `make test-cuda`, copy bandwidth, and a quick speed
-# probe of two models (logs under $OUT). Build dependencies the GPU image lacks travel in
-# .gpu/deps.tar.xz (headers and shared libraries of this repo's Debian build machine).
+# First GPU call of the H200 run: build with CUDA there, `make test-cuda`, copy bandwidth, and
+# h200_setup.sh started in the background (llama.cpp's build, the benchmark models) for
+# h200_bench.sh on the same machine. Then, by the argument:
+#   probe    tg128/pp512 with recorded steps (CUDA graphs) off and on (OB_CUDA_GRAPH=0/1)
+#   profile  per-op GPU times of decode (OB_CUDA_PROFILE=1, eager launches) on three models
+# Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
+# libraries of the Debian build machine). Logs under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-head -2 /etc/os-release; nproc
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 mkdir -p /tmp/deps && tar xJf .gpu/deps.tar.xz -C /tmp/deps
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
-t0=$(date +%s)
 make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+[ -f /tmp/bg.log ] || setsid nohup sh bench/cuda/h200_setup.sh >/tmp/bg.log 2>&1 < /dev/null &
 /usr/local/cuda/bin/nvcc -O2 -o build/copybw bench/cuda/copybw.cu && ./build/copybw | tee $OUT/copybw.txt
-make test-cuda 2>&1 | tee $OUT/test-cuda.log | tail -40
-M=/tmp/models; mkdir -p $M
-./build/1bit convert --random bench/configs/llama-3.2-1b.json -o $M/l1b-f16.gguf --type f16 >/dev/null 2>&1
-./build/1bit quantize $M/l1b-f16.gguf $M/l1b-q4_0.gguf Q4_0 >/dev/null 2>&1
-./build/1bit convert --random bench/configs/bitnet-2b-llamacpp-arch.json -o $M/bn-tq2_0.gguf --type tq2_0 >/dev/null 2>&1
-for f in l1b-q4_0 l1b-f16 bn-tq2_0; do
-    ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | tee -a $OUT/probe.txt | grep -E "tg|pp|error|rror"
-done
+make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
+M=/tmp/m
+waitfor() { i=0; while [ ! -f $M/$1 ] && [ $i -lt 240 ]; do sleep 1; i=$((i+1)); done; }
+waitfor l1b-Q4_K_M.gguf # written after l1b-Q4_0
+case "$1" in
+probe)
+    for g in 0 1; do OB_CUDA_GRAPH=$g ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 |
+        grep -E "tg|pp|rror" | sed "s/^/graph=$g /"; done | tee $OUT/probe.txt
+    waitfor bn-tq1_0.gguf # after bn-tq2_0
+    for g in 0 1; do OB_CUDA_GRAPH=$g ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 |
+        grep -E "tg|rror" | sed "s/^/graph=$g /"; done | tee -a $OUT/probe.txt ;;
+profile)
+    prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
+    prof l1b-Q4_0 512
+    waitfor l1b-Q8_0.gguf && prof l1b-f16 0
+    waitfor bn-tq1_0.gguf && prof bn-tq2_0 0 ;;
+esac

@@ -108,6 +108,15 @@ struct ob_backend {
     void (*copy)(ob_backend *b, void *dst, const void *src, size_t size);
     /* Waits for queued work. */
     void (*sync)(ob_backend *b);
+
+    /* Optional (NULL: not recorded) replay of recorded steps, e.g. CUDA graphs. Called before the
+     * ops of a step with a key naming its op sequence (engine/forward.c: context, token count,
+     * output rows) and the step's only varying inputs, its index arrays [n]. Returns 1 when it
+     * queued a recording of that key with these arrays (the caller issues no ops), else 0: the
+     * caller issues the ops and then calls graph_end, which returns -1 when a recording it tried
+     * failed, so that nothing ran and the caller must issue the ops again. */
+    int (*graph_begin)(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n);
+    int (*graph_end)(ob_backend *b);
 };
 
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with

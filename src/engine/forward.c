@@ -287,6 +287,32 @@ int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
     return rc;
 }
 
+/* The ops of one step up to the logits: embeddings, every layer, the rows that asked for output
+ * (c->out_rows[n_out]) compacted to the front of h, and with head also the output norm and the
+ * vocabulary matmul into dlogits (when n_out fits one chunk). */
+static void step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_out, int head) {
+    ob_model_t *m = c->m;
+    ob_backend *be = c->be;
+    const int n = b->n_tokens, d = m->hp.n_embd;
+    be->get_rows(be, &m->tok_embd, b->tokens, n, c->x);
+    for (int il = 0; il < m->hp.n_layer; il++) layer_forward(c, il, n, b->pos, seq);
+    for (int j = 0; j < n_out; j++)
+        be->copy(be, c->h + (size_t)j * d, c->x + (size_t)c->out_rows[j] * d, (size_t)d * sizeof(float));
+    if (!head) return;
+    be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, m->hp.eps);
+    be->matmul(be, &m->output, c->h, c->dlogits, n_out);
+}
+
+/* What makes two steps the same sequence of ops for a backend that records them: the context
+ * (its buffers), the token count and which rows give logits. */
+static uint64_t step_key(const ob_ctx_t *c, int n, int n_out) {
+    uint64_t h = 1469598103934665603ull;
+    uint64_t parts[3] = {(uint64_t)(uintptr_t)c, (uint64_t)n, (uint64_t)n_out};
+    for (int i = 0; i < 3; i++) h = (h ^ parts[i]) * 1099511628211ull;
+    for (int j = 0; j < n_out; j++) h = (h ^ (uint64_t)c->out_rows[j]) * 1099511628211ull;
+    return h;
+}
+
 static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
     ob_model_t *m = c->m;
     ob_backend *be = c->be;
@@ -297,19 +323,24 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
     if (check_batch(c, b, seq, err, errlen)) return -1;
     int n = b->n_tokens, d = hp->n_embd;
 
-    be->get_rows(be, &m->tok_embd, b->tokens, n, c->x);
-    for (int il = 0; il < hp->n_layer; il++) layer_forward(c, il, n, b->pos, seq);
+    /* Only rows that asked for logits go through the output norm and the vocabulary matmul. */
+    int n_out = 0;
+    for (int i = 0; i < n; i++)
+        if (b->want_logits ? b->want_logits[i] != 0 : i == n - 1) c->out_rows[n_out++] = i;
+    /* A step whose logits fit one chunk may be recorded and replayed by the backend (CUDA graphs);
+     * a failed recording ran nothing, so the ops are issued again. */
+    int graph = be->graph_begin && !c->obs && !c->embd_mode && n_out > 0 && n_out <= c->chunk_out;
+    if (!(graph && be->graph_begin(be, step_key(c, n, n_out), b->tokens, b->pos, seq, n))) {
+        step_ops(c, b, seq, n_out, graph);
+        if (graph && be->graph_end(be) != 0) step_ops(c, b, seq, n_out, graph);
+    }
     for (int i = 0; i < n; i++)
         if (b->pos[i] + 1 > c->seq_len[seq[i]]) c->seq_len[seq[i]] = b->pos[i] + 1;
-
-    /* Only rows that asked for logits go through the output norm and the vocabulary matmul,
-     * compacted to the front of h. */
-    int n_out = 0;
-    for (int i = 0; i < n; i++) {
-        int want = b->want_logits ? b->want_logits[i] != 0 : i == n - 1;
-        if (!want) continue;
-        be->copy(be, c->h + (size_t)n_out * d, c->x + (size_t)i * d, (size_t)d * sizeof(float));
-        c->out_rows[n_out++] = i;
+    if (graph) {
+        be->download(be, c->logits, c->dlogits, (size_t)n_out * hp->n_vocab * sizeof(float));
+        be->sync(be);
+        c->n_out = n_out;
+        return 0;
     }
     if (n_out == 0) return 0;
     if (c->embd_mode) {

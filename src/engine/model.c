@@ -313,6 +313,7 @@ int ob_model_load(const char *path, const ob_model_params *p, ob_model_t **out, 
     m->info.head_dim = hp->head_dim;
     m->info.n_ff = hp->n_ff;
     m->info.n_ctx_train = hp->n_ctx_train;
+    m->info.device = m->be->name;
     m->info.file_type = dominant_type(m->gguf);
     m->info.type_name = ob_type_name(m->info.file_type);
     for (int64_t i = 0; i < ob_gguf_n_tensors(m->gguf); i++) {

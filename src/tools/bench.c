@@ -52,7 +52,10 @@ static int usage(void) {
             "  -o, --output FMT       md (default), json (array) or jsonl (one object per line)\n"
             "  -ctk, --cache-type-k T KV cache type of K: f16 (default), f32, q8_0\n"
             "  -ctv, --cache-type-v T KV cache type of V: f16 (default), f32, q8_0\n"
-            "  --device D             cpu (default) | cuda | auto\n"
+            "  -dev, --device D       cpu | cuda | auto (default: cuda when this build has it and a GPU is\n"
+            "                         present, else cpu)\n"
+            "  -ngl N                 accepted for llama-bench compatibility and ignored (all layers run on\n"
+            "                         --device's device)\n"
             "serving load: 1bit bench --url http://HOST:PORT/v1 [options] (1bit bench --url --help lists them)\n"
             "chart of result files: 1bit bench plot a.json [b.json ...] [-o chart.svg]\n");
     return 2;
@@ -100,7 +103,7 @@ int ob_cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "plot")) return ob_bench_plot_cmd(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--url")) return ob_bench_serve_cmd(argc, argv);
-    const char *model_path = NULL, *fmt = "md", *device = "cpu";
+    const char *model_path = NULL, *fmt = "md", *device = "auto";
     int_list lp = {{512}, 1}, ln = {{128}, 1}, lt = {{0}, 1};
     int n_batch = 512, reps = 5, type_k = OB_KV_F16, type_v = OB_KV_F16;
     for (int i = 1; i < argc; i++) {
@@ -113,7 +116,8 @@ int ob_cmd_bench(int argc, char **argv) {
         else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && has) n_batch = atoi(argv[++i]);
         else if ((!strcmp(a, "-r") || !strcmp(a, "--repetitions")) && has) reps = atoi(argv[++i]);
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has) fmt = argv[++i];
-        else if (!strcmp(a, "--device") && has) device = argv[++i];
+        else if ((!strcmp(a, "--device") || !strcmp(a, "-dev")) && has) device = argv[++i];
+        else if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) && has) i++;
         else if ((!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) && has) {
             int kv = ob_kv_type_from_name(argv[++i]);
             if (kv < 0) { fprintf(stderr, "bench: %s '%s': not a KV cache type (f16, f32, q8_0)\n", a, argv[i]); return 2; }
@@ -188,7 +192,7 @@ int ob_cmd_bench(int argc, char **argv) {
             if (R->n_prompt) snprintf(test, sizeof test, "pp%d", R->n_prompt);
             else snprintf(test, sizeof test, "tg%d", R->n_gen);
             printf("| %s %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f |\n", info->arch, info->type_name,
-                   info->size_bytes / 1073741824.0, info->n_params / 1e9, device, R->threads, test, R->avg, R->sd);
+                   info->size_bytes / 1073741824.0, info->n_params / 1e9, info->device, R->threads, test, R->avg, R->sd);
         } else {
             const char *sep = !strcmp(fmt, "json") ? (r == 0 ? "[\n  " : ",\n  ") : "";
             printf("%s{\"model\": \"%s\", \"model_filename\": \"%s\", \"arch\": \"%s\", \"type\": \"%s\", "
@@ -196,7 +200,7 @@ int ob_cmd_bench(int argc, char **argv) {
                    "\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"repetitions\": %d, \"avg_ts\": %.6f, "
                    "\"stddev_ts\": %.6f, \"samples_ts\": [",
                    sep, info->name, model_path, info->arch, info->type_name, (unsigned long long)info->size_bytes,
-                   (unsigned long long)info->n_params, device, n_batch, R->n_prompt, R->n_gen, R->threads,
+                   (unsigned long long)info->n_params, info->device, n_batch, R->n_prompt, R->n_gen, R->threads,
                    R->n_samples, R->avg, R->sd);
             for (int k = 0; k < R->n_samples; k++) printf("%s%.6f", k ? ", " : "", R->samples[k]);
             printf("]}%s", !strcmp(fmt, "jsonl") ? "\n" : "");

@@ -27,6 +27,8 @@ static int usage(void) {
             "  --score-all        score every token after the first of each chunk (default: second half)\n"
             "  --no-bos           do not start chunks with BOS\n"
             "  -t, --threads N    CPU threads\n"
+            "  -dev, --device D   cpu | cuda | auto (default: cuda when this build has it and a GPU is present)\n"
+            "  -ngl N             accepted for llama.cpp compatibility and ignored (--device picks the device)\n"
             "  -o json            print one JSON object instead of text\n"
             "  --kl-divergence-base F  save every scored position's distribution to F (the base model's run)\n"
             "  --kl-divergence    with --kl-divergence-base F: compare this model against F (KL divergence,\n"
@@ -125,6 +127,7 @@ int ob_cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *fmt = "text", *kld_path = NULL;
     ob_ppl_opts o = {512, 0, 0, 0, 0, 1, NULL, NULL};
     int threads = 0, kld_compare = 0, kld_top_k = 64, set_c = 0;
+    const char *device = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -137,6 +140,8 @@ int ob_cmd_perplexity(int argc, char **argv) {
         else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && has) o.n_batch = atoi(argv[++i]);
         else if (!strcmp(a, "--chunks") && has) o.max_chunks = atoi(argv[++i]);
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) threads = atoi(argv[++i]);
+        else if ((!strcmp(a, "--device") || !strcmp(a, "-dev")) && has) device = argv[++i];
+        else if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) && has) i++;
         else if (!strcmp(a, "-o") && has) fmt = argv[++i];
         else if (!strcmp(a, "--score-all")) o.score_all = 1;
         else if (!strcmp(a, "--no-bos")) o.no_bos = 1;
@@ -158,6 +163,7 @@ int ob_cmd_perplexity(int argc, char **argv) {
     char err[1024];
     ob_model_params mp = ob_model_default_params();
     mp.n_threads = threads;
+    mp.device = device;
     ob_model_t *m = NULL;
     if (ob_model_load(model_path, &mp, &m, err, sizeof err)) { fprintf(stderr, "perplexity: %s\n", err); free(text); return 1; }
     ob_ppl_result r;

@@ -23,7 +23,10 @@ static int usage(void) {
             "  --top-k K, --top-p P, --min-p P, --repeat-penalty R, --repeat-last-n N,\n"
             "  --presence-penalty P, --frequency-penalty P, --seed S\n"
             "  --ignore-eos          keep generating past end-of-generation tokens\n"
-            "  --device D            cpu (default) | cuda | auto\n");
+            "  -dev, --device D      cpu | cuda | auto (default: cuda when this build has it and a GPU is\n"
+            "                        present, else cpu)\n"
+            "  -ngl, --n-gpu-layers N  accepted for llama.cpp compatibility and ignored: every layer runs on\n"
+            "                        --device's device\n");
     return 2;
 }
 
@@ -38,7 +41,7 @@ static int num_arg(int argc, char **argv, int *i, double *out) {
 }
 
 int ob_cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *device = "cpu";
+    const char *model_path = NULL, *prompt = NULL, *device = "auto";
     double n_predict = 128, n_ctx = 0, threads = 0, n_batch = 512, v;
     int ignore_eos = 0;
     ob_sampler_params sp = ob_sampler_default_params();
@@ -47,7 +50,8 @@ int ob_cmd_run(int argc, char **argv) {
         const char *a = argv[i];
         if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model_path = argv[++i];
         else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) prompt = argv[++i];
-        else if (!strcmp(a, "--device") && i + 1 < argc) device = argv[++i];
+        else if ((!strcmp(a, "--device") || !strcmp(a, "-dev")) && i + 1 < argc) device = argv[++i];
+        else if ((!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers")) && i + 1 < argc) i++;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (num_arg(argc, argv, &i, &n_predict)) return 2; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) { if (num_arg(argc, argv, &i, &n_ctx)) return 2; }

@@ -46,8 +46,8 @@ static const struct flag {
     {"-t", "--threads", F_INT, OFF(n_threads), 0, 1024, "N", "CPU threads (default: all cores)"},
     {"-b", "--batch-size", F_INT, OFF(n_batch), 1, 65536, "N", "most tokens in one forward pass (default 512)"},
     {"-ub", "--ubatch-size", F_INT, OFF(n_ubatch), 1, 65536, "N", "accepted for llama-server compatibility (the batch is -b)"},
-    {NULL, "--device", F_STR, OFF(device), 0, 0, "DEV", "cpu (default), cuda or auto"},
-    {"-ngl", "--n-gpu-layers", F_NGL, OFF(n_gpu_layers), 0, 0, "N", "accepted for compatibility (a number, 'auto' or 'all'; --device picks the device)"},
+    {"-dev", "--device", F_STR, OFF(device), 0, 0, "DEV", "cpu, cuda or auto (default: cuda when this build has it and a GPU is present, else cpu)"},
+    {"-ngl", "--n-gpu-layers", F_NGL, OFF(n_gpu_layers), 0, 0, "N", "accepted for compatibility and ignored (a number, 'auto' or 'all'): every layer runs on --device's device"},
     {NULL, "--jinja", F_BOOL, OFF(jinja), 0, 0, NULL, "accepted: chat templates are always Jinja"},
     {NULL, "--chat-template-file", F_STR, OFF(chat_template_file), 0, 0, "FILE", "chat template to use instead of the model's"},
     {"-a", "--alias", F_STR, OFF(alias), 0, 0, "NAME", "model id reported by /v1/models (default: the file's name)"},
@@ -172,7 +172,7 @@ static void *load_main(void *arg) {
     }
     S->model_path = path;
     ob_model_params mp = ob_model_default_params();
-    mp.device = c->device ? c->device : "cpu";
+    mp.device = c->device ? c->device : "auto";
     mp.n_threads = c->n_threads;
     if (ob_model_load(path, &mp, &S->model, err, errlen)) goto fail;
     S->tok = ob_model_tokenizer(S->model);

@@ -11,8 +11,11 @@
  *    f16, q8_0 rows byte for byte), attention (each cache type, GQA, several sequences, long
  *    contexts that take the split-over-the-sequence path), add, add_bias, glu, act_quant_i8
  *    (BitNet's int8 codes exactly) and copy against the CPU backend.
- * cuda_golden: every architecture's golden test (test_golden.c) with --device cuda.
+ * cuda_golden: every architecture's golden test (test_golden.c) with --device cuda, and recorded
+ * decode steps (CUDA graphs) against eager ones: a tiny model decodes two sequences token by
+ * token past several attention spans, with and without OB_CUDA_GRAPH=0, logits compared.
  * Both print a skip message and pass where the build has no CUDA backend or no GPU is found.
+ * device_select (every build): the device names and what "auto" resolves to.
  */
 #include <math.h>
 #include <stdint.h>
@@ -24,6 +27,7 @@
 #include "format/quant_tensor.h"
 #include "onebit.h"
 #include "test.h"
+#include "tools/tools.h"
 
 void ob_test_golden_device(const char *device); /* test_golden.c */
 
@@ -326,9 +330,99 @@ OB_SUITE(cuda_kernels) {
     gpu_free(g);
 }
 
+/* Logits of steps single-token steps of two interleaved sequences after a 5-token prompt each. */
+static float *decode_run(const char *path, int graphs, int steps, int n_vocab) {
+    char err[512];
+    setenv("OB_CUDA_GRAPH", graphs ? "1" : "0", 1);
+    ob_model_params mp = ob_model_default_params();
+    mp.device = "cuda";
+    ob_model_t *m = NULL;
+    int rc = ob_model_load(path, &mp, &m, err, sizeof err);
+    unsetenv("OB_CUDA_GRAPH");
+    CHECK_EQ_INT(rc, 0);
+    if (rc) { fprintf(stderr, "  cuda graph test: %s\n", err); return NULL; }
+    ob_ctx_params cp = ob_ctx_default_params();
+    cp.n_ctx = steps + 8;
+    cp.n_seq = 2;
+    cp.n_batch = 8;
+    ob_ctx_t *c = NULL;
+    CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
+    float *out = malloc((size_t)2 * steps * n_vocab * sizeof(float));
+    uint64_t save = rng;
+    rng = 12345;
+    for (int s = 0; s < 2; s++) {
+        int32_t tok[5], pos[5], sq[5];
+        for (int i = 0; i < 5; i++) { tok[i] = rint_in(0, n_vocab - 1); pos[i] = i; sq[i] = s; }
+        ob_batch b = {5, tok, pos, sq, NULL};
+        CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
+    }
+    for (int k = 0; k < steps; k++)
+        for (int s = 0; s < 2; s++) {
+            int32_t tok = rint_in(0, n_vocab - 1), pos = 5 + k, sq = s;
+            ob_batch b = {1, &tok, &pos, &sq, NULL};
+            CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
+            const float *l = ob_get_logits(c, 0);
+            if (l) memcpy(out + ((size_t)k * 2 + s) * n_vocab, l, (size_t)n_vocab * sizeof(float));
+        }
+    rng = save;
+    ob_ctx_free(c);
+    ob_model_free(m);
+    return out;
+}
+
+static void test_graphs(void) {
+    char out[256];
+    snprintf(out, sizeof out, "%s/cuda-graph-llama.gguf", ob_test_tmpdir());
+    char *argv[] = {"convert", "tests/golden/llama", "-o", out, "--type", "q8_0", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    const int steps = 300, n_vocab = 320; /* past two 128-position attention spans */
+    float *eager = decode_run(out, 0, steps, n_vocab), *graph = decode_run(out, 1, steps, n_vocab);
+    if (eager && graph) {
+        double d = max_abs_diff(graph, eager, (size_t)2 * steps * n_vocab);
+        if (d > 1e-5 || ob_test_verbose) fprintf(stderr, "  cuda graphs vs eager: max|diff| %.3g over %d steps\n", d, 2 * steps);
+        CHECK(d <= 1e-5);
+    }
+    free(eager);
+    free(graph);
+    remove(out);
+}
+
 OB_SUITE(cuda_golden) {
     ob_backend *g = gpu_new();
     if (!g) return;
     gpu_free(g);
     ob_test_golden_device("cuda");
+    test_graphs();
+}
+
+/* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),
+ * anything else refused with a message; a model loaded with "auto" reports what it resolved to. */
+OB_SUITE(device_select) {
+    char err[256] = "";
+    ob_backend *b = ob_backend_by_name("auto", err, sizeof err);
+    CHECK(b != NULL);
+    if (b) {
+#ifdef OB_CUDA
+        CHECK_STR(b->name, ob_backend_cuda_usable() ? "cuda" : "cpu");
+#else
+        CHECK_STR(b->name, "cpu");
+#endif
+        free(b);
+    }
+    CHECK(ob_backend_by_name("tpu", err, sizeof err) == NULL);
+    CHECK(strstr(err, "unknown device 'tpu'") != NULL);
+#ifndef OB_CUDA
+    CHECK(ob_backend_by_name("cuda", err, sizeof err) == NULL);
+    CHECK(strstr(err, "make CUDA=1") != NULL);
+#endif
+    if (!ob_has_default_model()) return;
+    ob_model_params mp = ob_model_default_params();
+    mp.device = "auto";
+    ob_model_t *m = NULL;
+    CHECK_EQ_INT(ob_model_load(OB_DEFAULT_MODEL, &mp, &m, err, sizeof err), 0);
+    if (m) {
+        const char *dev = ob_model_get_info(m)->device;
+        CHECK(dev && (!strcmp(dev, "cpu") || !strcmp(dev, "cuda")));
+        ob_model_free(m);
+    }
 }

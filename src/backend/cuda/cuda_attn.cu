@@ -6,8 +6,9 @@
  * softmax (running max, running sum, weighted V sum) in registers. The warps' states are
  * merged in shared memory; with one span the block writes the output, otherwise each span's
  * (max, sum, vector) goes to scratch and a second kernel merges the spans. The number of spans
- * is chosen so that short batches of long contexts (decode) still fill the GPU, while long
- * prompts (many tokens, each its own block) use one span. Cache rows of f32, f16 or q8_0 are
+ * is chosen from the shapes so that short batches (decode) still fill the GPU, while long
+ * prompts (many tokens, each its own block) use one span; each token then cuts its own
+ * positions into that many spans (at least AT_SPAN_MIN long) on the device. Cache rows of f32, f16 or q8_0 are
  * read directly (q8_0: lane d reads byte d % 32 of block d / 32).
  * Does not own: writing the cache (cuda_ops.cu).
  */
@@ -29,12 +30,15 @@ __device__ __forceinline__ float kv_elem(const uint8_t *row, int type, int d) {
     return __half2float(*(const __half *)b) * (float)(int8_t)b[2 + (d & 31)];
 }
 
-__global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int span,
-                                                          int n_split, float *part) {
+__global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
+                                                          float *part) {
     const int h = blockIdx.x, i = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
-    const int np = a.pos[i] + 1, p0 = split * span, p1 = min(np, p0 + span);
+    /* this token's spans: as many as n_split, none shorter than AT_SPAN_MIN positions (decided
+     * here from the position on the device, so a recorded graph stays right as the context grows) */
+    const int np = a.pos[i] + 1, ns = min(n_split, (np + AT_SPAN_MIN - 1) / AT_SPAN_MIN), span = (np + ns - 1) / ns;
+    const int p0 = split * span, p1 = min(np, p0 + span);
     const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
@@ -123,7 +127,7 @@ __global__ void k_attn_merge(ob_attn_args a, int n_split, const float *part) {
     }
 }
 
-void cu_attention(cu_state *s, const ob_attn_args *a, int max_np) {
+void cu_attention(cu_state *s, const ob_attn_args *a) {
     if (a->head_dim > AT_MAXK * 32) {
         fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
         abort();
@@ -131,16 +135,16 @@ void cu_attention(cu_state *s, const ob_attn_args *a, int max_np) {
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
-    /* spans: enough blocks for two waves of the GPU, none shorter than AT_SPAN_MIN positions */
+    /* spans: enough blocks for two waves of the GPU; fixed by the shapes alone (not by the
+     * positions), so that a recorded decode step can be replayed */
     const int blocks = a->n * a->n_head, want = 2 * s->sm_count;
     int n_split = blocks >= want ? 1 : (want + blocks - 1) / blocks;
-    const int max_split = (max_np + AT_SPAN_MIN - 1) / AT_SPAN_MIN;
+    const int max_split = (a->n_ctx + AT_SPAN_MIN - 1) / AT_SPAN_MIN;
     if (n_split > max_split) n_split = max_split;
     if (n_split < 1) n_split = 1;
-    const int span = (max_np + n_split - 1) / n_split;
     if (n_split > 1) cu_reserve(s, (void **)&s->attn_part, &s->attn_cap, (size_t)blocks * n_split * (a->head_dim + 2) * sizeof(float));
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
-    k_attn<<<grid, AT_WARPS * 32, 0, s->stream>>>(*a, krb, vrb, khb, vhb, span, n_split, s->attn_part);
+    k_attn<<<grid, AT_WARPS * 32, 0, s->stream>>>(*a, krb, vrb, khb, vhb, n_split, s->attn_part);
     CU_LAUNCHED("attention");
     if (n_split > 1) {
         k_attn_merge<<<dim3((unsigned)a->n_head, (unsigned)a->n), 32, 0, s->stream>>>(*a, n_split, s->attn_part);

@@ -8,7 +8,7 @@
  * copied once through pinned memory and reused by every layer), and the scratch growth rule.
  * Only the new token ids go up and only the logits come down per step: activations and the
  * KV cache stay on the device (engine/forward.c allocates them through this table).
- * Does not own: kernels (cuda_matmul.cu, cuda_ops.cu, cuda_attn.cu).
+ * Does not own: kernels (cuda_matmul.cu, cuda_ops.cu, cuda_attn.cu), recorded steps (cuda_graph.cu).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +48,11 @@ static void untrack(cu_state *s, void *p) {
 
 void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return;
+    if (s->cap) { /* no allocation inside a recording: it is dropped and the step runs eagerly */
+        s->cap_bad = 1;
+        return;
+    }
+    cu_graph_forget(s); /* recordings name the old buffer */
     if (*buf) cu_check(cudaFree(*buf), "cudaFree (scratch)"); /* synchronizes: queued users are done */
     *buf = NULL;
     *cap = 0;
@@ -64,6 +69,12 @@ void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes) {
 
 const int32_t *cu_idx(cu_state *s, const int32_t *host, int n) {
     if (n <= 0) return NULL;
+    if (s->cap) { /* recording: the step's arrays live in the recording's own buffer */
+        for (int k = 0; k < 3; k++)
+            if (host == s->cap_arr[k] && n == s->cap->n) return s->cap->dev + (size_t)k * n;
+        s->cap_bad = 1;
+        return s->cap->dev;
+    }
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         cu_idx_slot *sl = &s->idx[i];
         if (sl->n == n && memcmp(sl->host, host, (size_t)n * sizeof *host) == 0) return sl->dev;
@@ -113,6 +124,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     b->priv = s;
     s->dev = dev;
     s->sm_count = p.multiProcessorCount;
+    const char *gr = getenv("OB_CUDA_GRAPH");
+    s->graphs_off = gr && !strcmp(gr, "0");
+    cu_prof_init(s);
     snprintf(s->name, sizeof s->name, "%s", p.name);
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         snprintf(err, errlen, "device 'cuda': cannot start GPU %d (%s): %s", dev, p.name, cudaGetErrorString(e));
@@ -135,6 +149,8 @@ static void cu_free(ob_backend *b) {
     if (!s) return;
     cudaSetDevice(s->dev);
     if (s->stream) cudaStreamSynchronize(s->stream);
+    cu_prof_report(s);
+    cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
     void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->attn_part};
@@ -166,6 +182,7 @@ static void *cu_alloc(ob_backend *b, size_t size) {
 
 static void cu_dealloc(ob_backend *b, void *p) {
     if (!p) return;
+    cu_graph_forget(st(b)); /* a recording may name it, and a new buffer may take its address */
     untrack(st(b), p);
     cudaFree(p);
 }
@@ -188,49 +205,92 @@ static void cu_download(ob_backend *b, void *host, const void *dev, size_t size)
 
 static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }
 
-static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) { cu_matmul(st(b), w, x, y, n); }
+/* Profiled op: the GPU time of call under name (only computed when profiling) */
+#define PROF(s, name, bytes, call)                       \
+    do {                                                 \
+        int slot_ = cu_prof_begin(s);                    \
+        call;                                            \
+        if (slot_ >= 0) cu_prof_end(s, slot_, name, bytes); \
+    } while (0)
+
+static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
+    cu_state *s = st(b);
+    char name[80] = "";
+    if (s->prof)
+        snprintf(name, sizeof name, "matmul %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
+                 n == 1 ? "=1" : n <= 8 ? "<=8" : n <= 32 ? "<=32" : ">32");
+    PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul(s, w, x, y, n));
+}
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
     cu_state *s = st(b);
-    cu_get_rows(s, w, cu_idx(s, ids, n), n, y);
+    const int32_t *d = cu_idx(s, ids, n);
+    PROF(s, "get_rows", (double)w->row_bytes * n, cu_get_rows(s, w, d, n, y));
 }
 
 static void cu_op_rmsnorm(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
-    cu_rmsnorm(st(b), x, w, y, n, dim, eps);
+    cu_state *s = st(b);
+    PROF(s, "rmsnorm", 4.0 * n * dim, cu_rmsnorm(s, x, w, y, n, dim, eps));
 }
 
 static void cu_op_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
     cu_state *s = st(b);
-    cu_rope(s, x, n, n_head, head_dim, cu_idx(s, pos, n), r);
+    const int32_t *d = cu_idx(s, pos, n);
+    PROF(s, "rope", 4.0 * n * n_head * head_dim, cu_rope(s, x, n, n_head, head_dim, d, r));
 }
 
 static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                            const int32_t *seq) {
     cu_state *s = st(b);
     const int32_t *dpos = cu_idx(s, pos, n), *dseq = cu_idx(s, seq, n);
-    cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq);
+    PROF(s, "kv_write", 4.0 * n * dim, cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq));
 }
 
 static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
     cu_state *s = st(b);
     ob_attn_args d = *a;
-    int max_np = 0;
-    for (int i = 0; i < a->n; i++) if (a->pos[i] + 1 > max_np) max_np = a->pos[i] + 1;
+    double bytes = 0;
+    if (s->prof) /* every query head reads its K/V head's rows up to its position */
+        for (int i = 0; i < a->n; i++)
+            bytes += (double)(a->pos[i] + 1) * a->n_head_kv * ((double)ob_type_row_size(a->type_k, a->head_dim) +
+                                                                ob_type_row_size(a->type_v, a->head_dim));
     d.pos = cu_idx(s, a->pos, a->n);
     d.seq = cu_idx(s, a->seq, a->n);
-    cu_attention(s, &d, max_np);
+    PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", bytes, cu_attention(s, &d));
 }
 
-static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) { cu_add(st(b), y, x, n); }
-static void cu_op_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) { cu_add_bias(st(b), y, bias, n, dim); }
-static void cu_op_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) { cu_glu(st(b), act, gate, up, n); }
-static void cu_op_act_quant_i8(ob_backend *b, float *x, int n, int dim) { cu_act_quant_i8(st(b), x, n, dim); }
+static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) {
+    cu_state *s = st(b);
+    PROF(s, "add", 8.0 * n, cu_add(s, y, x, n));
+}
+static void cu_op_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) {
+    cu_state *s = st(b);
+    PROF(s, "add_bias", 4.0 * n * dim, cu_add_bias(s, y, bias, n, dim));
+}
+static void cu_op_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) {
+    cu_state *s = st(b);
+    PROF(s, "glu", 8.0 * n, cu_glu(s, act, gate, up, n));
+}
+static void cu_op_act_quant_i8(ob_backend *b, float *x, int n, int dim) {
+    cu_state *s = st(b);
+    PROF(s, "act_quant_i8", 4.0 * n * dim, cu_act_quant_i8(s, x, n, dim));
+}
 
 static void cu_op_copy(ob_backend *b, void *dst, const void *src, size_t size) {
-    cu_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, st(b)->stream), "copy");
+    cu_state *s = st(b);
+    PROF(s, "copy", (double)size, cu_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, s->stream), "copy"));
 }
 
-static void cu_op_sync(ob_backend *b) { cu_check(cudaStreamSynchronize(st(b)->stream), "sync"); }
+static void cu_op_sync(ob_backend *b) {
+    cu_state *s = st(b);
+    cu_check(cudaStreamSynchronize(s->stream), "sync");
+    cu_prof_harvest(s);
+}
+
+static int cu_op_graph_begin(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n) {
+    return cu_graph_begin(st(b), key, ids, pos, seq, n);
+}
+static int cu_op_graph_end(ob_backend *b) { return cu_graph_end(st(b)); }
 
 extern "C" int ob_backend_cuda_usable(void) {
     int count = 0;
@@ -269,5 +329,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->act_quant_i8 = cu_op_act_quant_i8;
     b->copy = cu_op_copy;
     b->sync = cu_op_sync;
+    b->graph_begin = cu_op_graph_begin;
+    b->graph_end = cu_op_graph_end;
     return b;
 }

@@ -30,6 +30,24 @@ typedef struct {
     cudaEvent_t done; /* the copy out of host has finished: host may be rewritten */
 } cu_idx_slot;
 
+#define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
+#define CU_GRAPH_MAX_N 32 /* tokens up to which a step is recorded: the fused matmul path only */
+
+typedef struct cu_prof cu_prof; /* cuda_prof.cu */
+
+/* One recorded decode step (cuda_graph.cu). */
+typedef struct {
+    uint64_t key;          /* engine's step key; 0: slot unused */
+    int n;                 /* tokens */
+    int seen;              /* ran once eagerly (scratch has its final size) */
+    int broken;            /* recording failed once: this key runs eagerly */
+    uint64_t last_use;
+    cudaGraphExec_t exec;
+    int32_t *host;         /* pinned [3][n]: ids, positions, sequences; the graph copies them in first */
+    int32_t *dev;          /* [3][n] */
+    cudaEvent_t done;      /* the last replay has read host */
+} cu_graph;
+
 typedef struct {
     int dev;
     char name[256];
@@ -48,6 +66,13 @@ typedef struct {
     size_t attn_cap;
     void **allocs;         /* every live device allocation (uploads are freed with the backend) */
     int n_allocs, cap_allocs;
+    cu_graph graphs[CU_GRAPHS];
+    uint64_t graph_tick;
+    int graphs_off;        /* OB_CUDA_GRAPH=0 */
+    cu_graph *cap;         /* the step being recorded, or NULL */
+    const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
+    int cap_bad;           /* something not recordable happened during the recording */
+    cu_prof *prof;         /* OB_CUDA_PROFILE=1: per-op GPU times, else NULL */
 } cu_state;
 
 /* Aborts with the call and CUDA's message when e is an error. */
@@ -60,6 +85,20 @@ void cu_check_blas(cublasStatus_t e, const char *what);
 const int32_t *cu_idx(cu_state *s, const int32_t *host, int n);
 /* Grows a scratch buffer (warm-up only: the forward pass reaches its largest shapes first). */
 void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes);
+
+/* cuda_graph.cu: the backend's graph_begin / graph_end, and forgetting every recording (after a
+ * buffer a recording may name was freed or moved) */
+int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n);
+int cu_graph_end(cu_state *s);
+void cu_graph_forget(cu_state *s);
+void cu_graph_free(cu_state *s);
+
+/* cuda_prof.cu: per-op GPU times when OB_CUDA_PROFILE=1 (begin returns a slot, or -1 when off) */
+void cu_prof_init(cu_state *s);
+int cu_prof_begin(cu_state *s);
+void cu_prof_end(cu_state *s, int slot, const char *name, double bytes);
+void cu_prof_harvest(cu_state *s);
+void cu_prof_report(cu_state *s);
 
 /* cuda_matmul.cu */
 int cu_matmul_supports(int type);
@@ -76,7 +115,7 @@ void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim);
 void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n);
 void cu_act_quant_i8(cu_state *s, float *x, int n, int dim);
 
-/* cuda_attn.cu: a->pos / a->seq already on the device; max_np = 1 + the largest position */
-void cu_attention(cu_state *s, const ob_attn_args *a, int max_np);
+/* cuda_attn.cu: a->pos / a->seq already on the device */
+void cu_attention(cu_state *s, const ob_attn_args *a);
 
 #endif

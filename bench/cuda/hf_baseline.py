@@ -1,0 +1,36 @@
+"""hf_baseline.py — the "Python user" baseline of docs/bench.md's H200 table: Hugging Face
+transformers generating 128 tokens greedily from random bf16 weights of a published shape
+(bench/configs/*.json), batch 1, dynamic cache and static cache (+ torch.compile when it works).
+Prints one line per mode: tokens/s of the 128 generated tokens (prompt of 16 tokens included
+in the time, as llama-bench's tg128 excludes it: the prompt is 1/50 of the work here)."""
+import json, sys, time
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+cfg_path = sys.argv[1] if len(sys.argv) > 1 else "bench/configs/llama-3.2-1b.json"
+cfg = AutoConfig.for_model(**{k: v for k, v in json.load(open(cfg_path)).items() if k != "architectures"})
+torch.manual_seed(0)
+with torch.device("cuda"):
+    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).eval()
+ids = torch.randint(0, cfg.vocab_size, (1, 16), device="cuda")
+print("transformers", __import__("transformers").__version__, "torch", torch.__version__, flush=True)
+
+def run(**kw):
+    out = model.generate(ids, max_new_tokens=128, min_new_tokens=128, do_sample=False, **kw)
+    torch.cuda.synchronize()
+    return out
+
+for mode, kw in [("dynamic cache", {}), ("static cache", {"cache_implementation": "static"}),
+                 ("static cache + torch.compile", {"cache_implementation": "static", "compile_config": None})]:
+    try:
+        if "compile" in mode:
+            model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+            kw = {"cache_implementation": "static"}
+        run(**kw); run(**kw)  # warm-up (and compilation)
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter(); run(**kw); ts.append(time.perf_counter() - t)
+        ts.sort()
+        print(f"hf {mode}: {128 / ts[1]:.1f} tok/s (median of 3, bf16, batch 1)", flush=True)
+    except Exception as e:  # noqa: BLE001 - report and go on to the next mode
+        print(f"hf {mode}: failed: {type(e).__name__}: {str(e)[:200]}", flush=True)

@@ -1,0 +1,124 @@
+/* cuda_graph.cu — decode steps recorded as CUDA graphs and replayed.
+ *
+ * Owns: the recordings (one per engine step key: context, token count, output rows), their
+ * life cycle and what makes a replay correct. A decode step is a few hundred small kernels;
+ * launched one by one, the CPU's launch cost and the gaps between kernels exceed the kernels'
+ * own time on the 1-2B models. Replaying a graph costs one launch.
+ *  - The first step of a key runs eagerly (scratch buffers reach their size), the second is
+ *    recorded by stream capture and launched, later ones are replays.
+ *  - The only inputs that change between steps of one key are the token ids, positions and
+ *    sequence ids: a recording starts with a copy of them from its pinned host buffer, which
+ *    graph_begin refills before each replay; cu_idx hands the ops the recording's device copy.
+ *    Everything else a kernel reads (weights, the context's buffers, scratch) keeps its address;
+ *    every kernel that depends on positions reads them on the device (attention chooses its
+ *    spans there).
+ *  - Freeing any buffer or growing scratch forgets every recording (cu_graph_forget), since a
+ *    recording names addresses.
+ *  - Anything not recordable during a recording (scratch growth, an unexpected index array, a
+ *    capture error) marks the key broken: graph_end reports it, the engine issues the ops again
+ *    eagerly, and that key is never recorded again.
+ * OB_CUDA_GRAPH=0 turns recording off (for A/B timing).
+ * Does not own: the ops (cuda_*.cu), the step key (engine/forward.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_int.h"
+
+static void graph_reset(cu_graph *g) {
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    if (g->host) cudaFreeHost(g->host);
+    if (g->dev) cudaFree(g->dev);
+    if (g->done) cudaEventDestroy(g->done);
+    memset(g, 0, sizeof *g);
+}
+
+void cu_graph_forget(cu_state *s) {
+    for (int i = 0; i < CU_GRAPHS; i++) {
+        cu_graph *g = &s->graphs[i];
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        g->exec = NULL;
+        g->seen = 0; /* run eagerly once more: scratch may have to grow first */
+    }
+}
+
+void cu_graph_free(cu_state *s) {
+    for (int i = 0; i < CU_GRAPHS; i++) graph_reset(&s->graphs[i]);
+}
+
+static cu_graph *graph_find(cu_state *s, uint64_t key, int n) {
+    cu_graph *lru = &s->graphs[0];
+    for (int i = 0; i < CU_GRAPHS; i++) {
+        cu_graph *g = &s->graphs[i];
+        if (g->key == key && g->n == n) return g;
+        if (g->last_use < lru->last_use) lru = g;
+    }
+    graph_reset(lru);
+    lru->key = key;
+    lru->n = n;
+    return lru;
+}
+
+int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n) {
+    if (s->graphs_off || n < 1 || n > CU_GRAPH_MAX_N || s->cap) return 0;
+    cu_graph *g = graph_find(s, key, n);
+    g->last_use = ++s->graph_tick;
+    if (g->broken) return 0;
+    if (!g->seen) {
+        g->seen = 1;
+        return 0;
+    }
+    if (!g->host) {
+        if (cudaMallocHost((void **)&g->host, 3 * (size_t)n * sizeof(int32_t)) != cudaSuccess ||
+            cudaMalloc((void **)&g->dev, 3 * (size_t)n * sizeof(int32_t)) != cudaSuccess ||
+            cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            g->broken = 1;
+            return 0;
+        }
+    }
+    cu_check(cudaEventSynchronize(g->done), "graph input");
+    memcpy(g->host, ids, (size_t)n * sizeof(int32_t));
+    memcpy(g->host + n, pos, (size_t)n * sizeof(int32_t));
+    memcpy(g->host + 2 * n, seq, (size_t)n * sizeof(int32_t));
+    if (g->exec) {
+        cu_check(cudaGraphLaunch(g->exec, s->stream), "cudaGraphLaunch");
+        cu_check(cudaEventRecord(g->done, s->stream), "graph input");
+        return 1;
+    }
+    if (cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        g->broken = 1;
+        return 0;
+    }
+    s->cap = g;
+    s->cap_bad = 0;
+    s->cap_arr[0] = ids;
+    s->cap_arr[1] = pos;
+    s->cap_arr[2] = seq;
+    if (cudaMemcpyAsync(g->dev, g->host, 3 * (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, s->stream) != cudaSuccess)
+        s->cap_bad = 1;
+    return 0;
+}
+
+int cu_graph_end(cu_state *s) {
+    cu_graph *g = s->cap;
+    if (!g) return 0;
+    s->cap = NULL;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(s->stream, &graph);
+    if (e == cudaSuccess && !s->cap_bad && graph) e = cudaGraphInstantiate(&g->exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (e != cudaSuccess || s->cap_bad || !g->exec) {
+        cudaGetLastError();
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        g->exec = NULL;
+        g->broken = 1;
+        s->cap_bad = 0;
+        return -1;
+    }
+    cu_check(cudaGraphLaunch(g->exec, s->stream), "cudaGraphLaunch");
+    cu_check(cudaEventRecord(g->done, s->stream), "graph input");
+    return 0;
+}
