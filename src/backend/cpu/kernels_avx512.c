@@ -43,9 +43,9 @@ INLINE __m512i dpbusd_b(__m512i acc, __m512i w, const int8_t *a4) {
 /* Level 1-2 of the 16-row reduction: z[i] holds rows 4i..4i+3, one partial per 128-bit lane. */
 INLINE void red_l12(const __m512i v[16], __m512i z[4]) {
     __m512i w[8];
-    for (int i = 0; i < 8; i++)
+    UNROLL8 for (int i = 0; i < 8; i++)
         w[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 4; i++)
+    UNROLL4 for (int i = 0; i < 4; i++)
         z[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(w[2 * i], w[2 * i + 1]), _mm512_unpackhi_epi64(w[2 * i], w[2 * i + 1]));
 }
 
@@ -53,7 +53,7 @@ INLINE void red_l12(const __m512i v[16], __m512i z[4]) {
 INLINE __m512i hsum16(const __m512i v[16]) {
     __m512i z[4], u[2];
     red_l12(v, z);
-    for (int i = 0; i < 2; i++)
+    UNROLL4 for (int i = 0; i < 2; i++)
         u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0x88), _mm512_shuffle_i32x4(z[2 * i], z[2 * i + 1], 0xDD));
     return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], 0x88), _mm512_shuffle_i32x4(u[0], u[1], 0xDD));
 }
@@ -233,9 +233,13 @@ static void gemv_tq2_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8ac
     GEMV_EPILOGUE
 }
 
-/* ---- tq1_0: trit k of byte q is ((q * 3^k mod 256) * 3) >> 8, i.e. (p >= 86) + (p >= 171) with
- * p = q * 3^k mod 256 (kept by byte adds: p * 3 = p + p + p, wrapping). One masked 52-byte load
- * covers all three spans; trit position k pairs with the activations laid out by tq1_act. */
+/* ---- tq1_0: trit k of byte q is t_k = (3 p_k) >> 8 with p_k = q * 3^k mod 256, and p_{k+1} =
+ * 3 p_k mod 256, so 256 t_k = 3 p_k - p_{k+1}: the trits' dot product is linear in the bytes p_k,
+ *   256 * sum_k t_k . a_k = 3 * sum_k p_k . a_k + sum_k p_{k+1} . (-a_k),
+ * two vpdpbusd per position on p_k (kept by byte adds: p + p + p, wrapping) and no per-trit
+ * extraction. Exact: each lane's sum is 256 times the trit sum (|3A + B| < 2^23 per lane). One
+ * masked 52-byte load covers all three spans; trit position k pairs with the activations laid
+ * out by tq1_act. */
 
 static void tq1_act(const int8_t *q, int8_t out[5][64]) {
     memset(out, 0, 5 * 64);
@@ -248,27 +252,27 @@ static void tq1_act(const int8_t *q, int8_t out[5][64]) {
 
 static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
     GEMV_PROLOGUE(256, 256)
-    const __m512i c86 = _mm512_set1_epi8(86), c171 = _mm512_set1_epi8((char)171), one = _mm512_set1_epi8(1),
-                  two = _mm512_set1_epi8(2);
     _Alignas(64) int8_t act[5][64];
     for (int64_t b = 0; b < nb; b++) {
         tq1_act(qs + b * 256, act);
-        __m512i av[5];
-        for (int k = 0; k < 5; k++) av[k] = _mm512_load_si512(act[k]);
+        __m512i av[5], nv[5];
+        for (int k = 0; k < 5; k++) {
+            av[k] = _mm512_load_si512(act[k]);
+            nv[k] = _mm512_sub_epi8(_mm512_setzero_si512(), av[k]);
+        }
         __m512i s[16];
-        for (int i = 0; i < 16; i++) {
+        UNROLL16 for (int i = 0; i < 16; i++) {
             GEMV_PREFETCH(b, i, 54);
             __m512i p = _mm512_maskz_loadu_epi8(0x000FFFFFFFFFFFFFull, rowp[i] + b * 54);
-            __m512i x = _mm512_setzero_si512();
-            for (int k = 0; k < 5; k++) {
-                if (k) p = _mm512_add_epi8(_mm512_add_epi8(p, p), p);
-                __m512i tr = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(p, c86), one);
-                tr = _mm512_mask_mov_epi8(tr, _mm512_cmpge_epu8_mask(p, c171), two);
-                x = _mm512_dpbusd_epi32(x, tr, av[k]);
+            __m512i x3 = _mm512_setzero_si512(), x1 = _mm512_setzero_si512();
+            UNROLL8 for (int k = 0; k < 5; k++) {
+                x3 = _mm512_dpbusd_epi32(x3, p, av[k]);
+                p = _mm512_add_epi8(_mm512_add_epi8(p, p), p);
+                x1 = _mm512_dpbusd_epi32(x1, p, nv[k]);
             }
-            s[i] = x;
+            s[i] = _mm512_add_epi32(_mm512_add_epi32(x3, x1), _mm512_add_epi32(x3, x3));
         }
-        __m512i isum = _mm512_add_epi32(hsum16(s), _mm512_set1_epi32(ac[b]));
+        __m512i isum = _mm512_add_epi32(_mm512_srai_epi32(hsum16(s), 8), _mm512_set1_epi32(ac[b]));
         acc = kstep(acc, isum, gather_half(base + b * 54 + 50, vidx, 1), da[b]);
     }
     GEMV_EPILOGUE
