@@ -119,6 +119,9 @@ test-unit: $(BUILD)/test_unit
 ASAN_BUILD ?= build-asan
 ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 ASAN_E2E   ?= 1
+# bench.test.mjs times two servers streaming side by side against its own 120 s limits: under
+# ASan on 2 cores the --rounds test ran past them (0.1-2.5 tokens/s), so it is left out here.
+ASAN_E2E_FILES ?= $(filter-out bench.test.mjs,$(notdir $(wildcard tests/e2e/*.test.mjs)))
 test-asan:
 	CFLAGS="$(ASAN_CFLAGS)" $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) $(ASAN_BUILD)/1bit $(ASAN_BUILD)/test_unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -127,7 +130,7 @@ ifeq ($(ASAN_E2E),1)
 	@test -d tests/e2e/node_modules || npm ci --prefix tests/e2e --no-audit --no-fund
 	cd tests/e2e && OB_E2E_BIN=$(CURDIR)/$(ASAN_BUILD)/1bit OB_E2E_SANITIZED=1 \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		node --test --test-concurrency=1 $(E2E_FILES)
+		node --test --test-concurrency=1 $(or $(E2E_FILES),$(ASAN_E2E_FILES))
 endif
 
 # Fuzzing (clang + libFuzzer): `make fuzz` builds every harness tests/fuzz/NAME.c into
