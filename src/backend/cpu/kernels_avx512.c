@@ -313,11 +313,15 @@ static void gemv_i2_s(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
 
 /* ---- q4_K / q5_K ---------------------------------------------------------------------------
  * Sub-block sums are at most 4 * 31 * 127 per dword lane after vpdpbusd, so vpdpwssd with the
- * scale in the low 16 bits of each dword multiplies and accumulates them exactly. */
+ * scale in the low 16 bits of each dword multiplies and accumulates them exactly.
+ * The 12 packed scale bytes of 16 rows are decoded together per block: the 16-byte headers
+ * (d, dmin, scales) of four rows fill one vector, one row per 128-bit lane, which k4_hdr turns
+ * into [8 scales | 8 mins] per lane (llama.cpp's kmask arithmetic, lanes instead of words). The
+ * mins' term sum_j mn_j * ac_j of 16 rows is then one vpmaddwd per 4 rows and a transpose-add. */
 
 static const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
 
-/* The 12 scale bytes to 8 scales (sm[0..1]) and 8 mins (sm[2..3]), one byte each. */
+/* The 12 scale bytes to 8 scales (sm[0..1]) and 8 mins (sm[2..3]), one byte each (panel packing). */
 INLINE void k4_unpack(const uint8_t *s12, uint32_t sm[4]) {
     uint32_t u[3];
     memcpy(u, s12, 12);
@@ -327,64 +331,105 @@ INLINE void k4_unpack(const uint8_t *s12, uint32_t sm[4]) {
     sm[0] = u[0] & kmask1;
 }
 
+/* Header lanes [d|dmin, u0, u1, u2] -> [sm0, sm1, sm2, sm3] of llama.cpp's get_scale_min_k4:
+ * sm0 = u0 & 0x3f.., sm1 = (u2 & 0x0f..) | ((u0 >> 2) & 0x30..), sm2 = u1 & 0x3f..,
+ * sm3 = ((u2 >> 4) & 0x0f..) | ((u1 >> 2) & 0x30..). */
+INLINE __m512i k4_hdr(__m512i h) {
+    const __m512i cnt = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+    const __m512i m1 = _mm512_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                        0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f,
+                                        0x0f0f0f0f, 0x3f3f3f3f);
+    const __m512i m2 = _mm512_set_epi32(0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030,
+                                        0, 0x30303030, 0, 0x30303030, 0);
+    __m512i lo = _mm512_srlv_epi32(_mm512_shuffle_epi32(h, _MM_SHUFFLE(3, 2, 3, 1)), cnt);  /* u0, u2, u1, u2 >> 4 */
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi32(_mm512_shuffle_epi32(h, _MM_SHUFFLE(2, 0, 1, 0)), 2), m2); /* -, u0, -, u1 */
+    return _mm512_ternarylogic_epi32(lo, m1, hi, 0xEA); /* (lo & m1) | hi */
+}
+
+/* Lane r of the result from z, whose dword 4l + j holds row 4j + l (the transpose-adds below). */
+INLINE __m512i rows4x4(__m512i z) {
+    return _mm512_permutexvar_epi32(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0), z);
+}
+
 INLINE void gemv_kq45(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y, const int five) {
     GEMV_PROLOGUE(256, 32)
     const int bs = five ? 176 : 144, qoff = five ? 48 : 16;
     const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i pidx[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
-                             _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
-                             _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
-                             _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
-    /* q5_K: the fifth bit of chunk c low / high half is bit 2c / 2c + 1 of qh[l] */
-    const __m512i hsh[4] = {_mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                            _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),
-                            _mm512_set_epi16(6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4),
-                            _mm512_set_epi16(7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5)};
-    const __m512i one8 = _mm512_set1_epi8(1);
+    /* scale of each dword of chunk vector j from the broadcast [8 scales | 8 mins]: sub-blocks
+     * (0, 2), (1, 3), (4, 6), (5, 7) in the low / high 256 bits (see the loads below) */
+    const __m512i shc[4] = {
+        _mm512_set_epi32(-2139062270, -2139062270, -2139062270, -2139062270, -2139062270, -2139062270, -2139062270, -2139062270,
+                         -2139062272, -2139062272, -2139062272, -2139062272, -2139062272, -2139062272, -2139062272, -2139062272),
+        _mm512_set_epi32(-2139062269, -2139062269, -2139062269, -2139062269, -2139062269, -2139062269, -2139062269, -2139062269,
+                         -2139062271, -2139062271, -2139062271, -2139062271, -2139062271, -2139062271, -2139062271, -2139062271),
+        _mm512_set_epi32(-2139062266, -2139062266, -2139062266, -2139062266, -2139062266, -2139062266, -2139062266, -2139062266,
+                         -2139062268, -2139062268, -2139062268, -2139062268, -2139062268, -2139062268, -2139062268, -2139062268),
+        _mm512_set_epi32(-2139062265, -2139062265, -2139062265, -2139062265, -2139062265, -2139062265, -2139062265, -2139062265,
+                         -2139062267, -2139062267, -2139062267, -2139062267, -2139062267, -2139062267, -2139062267, -2139062267)};
+    /* q5_K: the fifth bit of chunk vector j is bit (0, 2), (1, 3), (4, 6), (5, 7) (low / high 256
+     * bits) of qh[l]; a dword rotation by (4 - bit) mod 32 brings it to bit 4 of the same byte */
+    const __m512i hrot[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4, 4, 4),
+                             _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),
+                             _mm512_set_epi32(30, 30, 30, 30, 30, 30, 30, 30, 0, 0, 0, 0, 0, 0, 0, 0),
+                             _mm512_set_epi32(29, 29, 29, 29, 29, 29, 29, 29, 31, 31, 31, 31, 31, 31, 31, 31)};
+    const __m512i b4 = _mm512_set1_epi8(16);
+    _Alignas(64) uint8_t scm[16][16]; /* [row][8 scales, 8 mins] of the block */
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *q = qs + b * 256;
         __m512i av[4];
-        for (int j = 0; j < 4; j++) /* sub-blocks (2c, 2c + 2) for j = 0, 2 ... see pidx */
+        UNROLL4 for (int j = 0; j < 4; j++) /* sub-blocks (2c, 2c + 2) for j = 0, 2 ... see shc */
             av[j] = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + (j >> 1) * 128 + (j & 1) * 32))),
                 _mm256_loadu_si256((const __m256i *)(q + (j >> 1) * 128 + (j & 1) * 32 + 64)), 1);
-        const __m256i acb = _mm256_loadu_si256((const __m256i *)(ac + b * 8));
+        /* the 8 activation sums of the block as 16-bit words in every 128-bit lane (|ac| <= 32 * 127) */
+        const __m512i acw = _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(_mm256_loadu_si256((const __m256i *)(ac + b * 8))));
+        __m512i hm[4], hd[4];
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            __m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rowp[4 * g] + b * bs)));
+            h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(rowp[4 * g + 1] + b * bs)), 1);
+            h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(rowp[4 * g + 2] + b * bs)), 2);
+            h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(rowp[4 * g + 3] + b * bs)), 3);
+            hd[g] = h;
+            const __m512i sm = k4_hdr(h);
+            _mm512_store_si512(scm[4 * g], sm);
+            hm[g] = _mm512_madd_epi16(_mm512_unpackhi_epi8(sm, _mm512_setzero_si512()), acw); /* mins x ac, pairs */
+        }
         __m512i s[16];
-        int32_t imn[16];
         for (int i = 0; i < 16; i++) {
             GEMV_PREFETCH(b, i, bs);
             const uint8_t *blk = rowp[i] + b * bs;
-            uint32_t sm[4];
-            k4_unpack(blk + 4, sm);
-            const __m512i sc = _mm512_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sm[1], (int)sm[0])); /* < 64: high half 0 */
-            __m256i mn = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sm[3], (int)sm[2]));
-            __m256i pm = _mm256_mullo_epi32(mn, acb);
-            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
-            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-            imn[i] = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
+            const __m512i scb = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)scm[i]));
             const uint8_t *qp = blk + qoff;
             __m512i qh2 = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16))) : _mm512_setzero_si512();
             __m512i x = _mm512_setzero_si512();
-            for (int zz = 0; zz < 2; zz++) {
+            UNROLL4 for (int zz = 0; zz < 2; zz++) {
                 __m512i v = _mm512_loadu_si512(qp + 64 * zz); /* chunks 2zz, 2zz+1 */
-                __m512i c0 = _mm512_and_si512(v, m4), c1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (five) {
-                    c0 = _mm512_or_si512(c0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh2, hsh[2 * zz]), one8), 4));
-                    c1 = _mm512_or_si512(c1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh2, hsh[2 * zz + 1]), one8), 4));
+                __m512i c0, c1;
+                if (five) { /* (nibble & 15) | (rotated qh & 16) */
+                    c0 = _mm512_ternarylogic_epi32(v, m4, _mm512_and_si512(_mm512_rolv_epi32(qh2, hrot[2 * zz]), b4), 0xEA);
+                    c1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), m4,
+                                                   _mm512_and_si512(_mm512_rolv_epi32(qh2, hrot[2 * zz + 1]), b4), 0xEA);
+                } else {
+                    c0 = _mm512_and_si512(v, m4);
+                    c1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 }
                 __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, av[2 * zz]);
                 __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c1, av[2 * zz + 1]);
-                x = _mm512_dpwssd_epi32(x, d0, _mm512_permutexvar_epi32(pidx[2 * zz], sc));
-                x = _mm512_dpwssd_epi32(x, d1, _mm512_permutexvar_epi32(pidx[2 * zz + 1], sc));
+                x = _mm512_dpwssd_epi32(x, d0, _mm512_shuffle_epi8(scb, shc[2 * zz]));
+                x = _mm512_dpwssd_epi32(x, d1, _mm512_shuffle_epi8(scb, shc[2 * zz + 1]));
             }
             s[i] = x;
         }
         __m512i isum = hsum16(s);
-        __m512i dd = _mm512_i32gather_epi32(vidx, (const void *)(base + b * bs), 1); /* d | dmin << 16 */
+        /* transpose-adds: rows 4g + l in lane l of hm[g], four pair sums each; header dword 0 likewise */
+        __m512i w0 = _mm512_add_epi32(_mm512_unpacklo_epi32(hm[0], hm[1]), _mm512_unpackhi_epi32(hm[0], hm[1]));
+        __m512i w1 = _mm512_add_epi32(_mm512_unpacklo_epi32(hm[2], hm[3]), _mm512_unpackhi_epi32(hm[2], hm[3]));
+        __m512i imn = rows4x4(_mm512_add_epi32(_mm512_unpacklo_epi64(w0, w1), _mm512_unpackhi_epi64(w0, w1)));
+        __m512i dd = rows4x4(_mm512_unpacklo_epi64(_mm512_unpacklo_epi32(hd[0], hd[1]), _mm512_unpacklo_epi32(hd[2], hd[3]))); /* d | dmin << 16 */
         __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
         __m512 dm = _mm512_xor_ps(_mm512_set1_ps(-0.0f), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
         acc = kstep(acc, isum, dw, da[b]);
-        acc = kstep(acc, _mm512_loadu_si512(imn), dm, da[b]);
+        acc = kstep(acc, imn, dm, da[b]);
     }
     GEMV_EPILOGUE
 }
