@@ -22,7 +22,7 @@ git clone -q "$LLAMA_BUNDLE" "$T/llsrc"
 tar cf - -C "$T" --exclude=llsrc/.git --exclude=llsrc/docs --exclude=llsrc/models --exclude=llsrc/media \
     --exclude=llsrc/benches --exclude=llsrc/ggml/src/ggml-hexagon --exclude=llsrc/ggml/src/ggml-sycl \
     --exclude=llsrc/ggml/src/ggml-opencl --exclude=llsrc/ggml/src/ggml-vulkan --exclude=llsrc/tools/ui/tests llsrc |
-    zstd -q -10 -o .peer/llama.tar.zst
+    zstd -q -f -10 -o .peer/llama.tar.zst
 cp /usr/bin/zstd .peer/zstd/
 for l in liblzma.so.5 liblz4.so.1 libzstd.so.1 libz.so.1; do cp -L /lib/x86_64-linux-gnu/$l .peer/zstd/; done
 for d in /.gpu/ /.peer/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
