@@ -441,36 +441,40 @@ static void gemv_q5_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
     gemv_kq45(w, r0, r1, a, t, y, 1);
 }
 
-/* ---- q6_K: codes in natural order per 128-element half; 16-element sub-blocks are 4 lanes ---- */
+/* ---- q6_K: codes in natural order per 128-element half; 16-element sub-blocks are 4 lanes ----
+ * The offset -32 goes into each vpdpbusd's starting value (per lane -32 * the sum of its four
+ * activations, once per block), so a lane holds sum (code - 32) * a, |.| <= 4 * 32 * 127: exact
+ * in the 16 bits that vpdpwssd multiplies by the sub-block scale. */
 
 static void gemv_q6_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
     GEMV_PROLOGUE(256, 16)
-    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3), lo16 = _mm512_set1_epi32(0xffff);
+    const __m512i m4 = _mm512_set1_epi8(15), m33 = _mm512_set1_epi8(0x33), lo16 = _mm512_set1_epi32(0xffff);
     __m512i pidx[4];
     for (int g = 0; g < 4; g++)
         pidx[g] = _mm512_set_epi32(4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 2,
                                    4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g, 4 * g, 4 * g, 4 * g);
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *q = qs + b * 256;
-        __m512i av[4];
-        for (int j = 0; j < 4; j++) av[j] = _mm512_loadu_si512(q + 64 * j);
-        const __m512i acv = _mm512_loadu_si512(ac + b * 16);
+        __m512i av[4], off[4];
+        UNROLL4 for (int j = 0; j < 4; j++) {
+            av[j] = _mm512_loadu_si512(q + 64 * j);
+            off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), av[j]));
+        }
         __m512i s[16];
         for (int i = 0; i < 16; i++) {
             GEMV_PREFETCH(b, i, 210);
             const uint8_t *blk = rowp[i] + b * 210;
-            __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192)));
-            __m512i x = _mm512_mullo_epi32(sc, acv); /* sum_j sc_j * (-32 * sum a_j) */
-            sc = _mm512_and_si512(sc, lo16);
-            for (int h = 0; h < 2; h++) {
+            const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))), lo16);
+            __m512i x = _mm512_setzero_si512();
+            UNROLL4 for (int h = 0; h < 2; h++) {
                 __m512i L = _mm512_loadu_si512(blk + 64 * h);
                 __m256i Q = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-                __m512i H01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
-                __m512i H23 = _mm512_srli_epi16(H01, 4);
-                __m512i c0 = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H01, m3), 4));
-                __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_slli_epi16(_mm512_and_si512(H23, m3), 4));
-                __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, av[2 * h]);
-                __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c1, av[2 * h + 1]);
+                /* high 2 bits of codes 0-31 | 32-63 at bits 0-1 (c0) and 4-5 (c1) of each byte */
+                __m512i G = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1), m33);
+                __m512i c0 = _mm512_ternarylogic_epi32(L, m4, _mm512_slli_epi16(G, 4), 0xE2); /* m4 ? L : G << 4 */
+                __m512i c1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(L, 4), m4, G, 0xE2);                  /* m4 ? L >> 4 : G */
+                __m512i d0 = _mm512_dpbusd_epi32(off[2 * h], c0, av[2 * h]);
+                __m512i d1 = _mm512_dpbusd_epi32(off[2 * h + 1], c1, av[2 * h + 1]);
                 x = _mm512_dpwssd_epi32(x, d0, _mm512_permutexvar_epi32(pidx[2 * h], sc));
                 x = _mm512_dpwssd_epi32(x, d1, _mm512_permutexvar_epi32(pidx[2 * h + 1], sc));
             }
