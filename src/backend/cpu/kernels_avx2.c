@@ -70,9 +70,9 @@ INLINE __m256i dot4s2(__m256i acc, __m256i c, __m256i a, int s0, int s1) {
 /* Lane r = sum of the lanes of v[r], r < 8. */
 INLINE __m256i hsum8(const __m256i v[8]) {
     __m256i w[4], z[2];
-    for (int i = 0; i < 4; i++)
+    UNROLL4 for (int i = 0; i < 4; i++)
         w[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 2; i++)
+    UNROLL4 for (int i = 0; i < 2; i++)
         z[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(w[2 * i], w[2 * i + 1]), _mm256_unpackhi_epi64(w[2 * i], w[2 * i + 1]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(z[0], z[1], 0x20), _mm256_permute2x128_si256(z[0], z[1], 0x31));
 }
@@ -140,26 +140,35 @@ INLINE __m256i rdot_i2_s(const uint8_t *row, int64_t b, const int8_t *q) {
     return acc;
 }
 
-/* q4_K / q5_K: also returns sum_j mn_j * sum(a_j) in *imn. */
-INLINE __m256i rdot_kq45(const uint8_t *blk, const int8_t *q, const int32_t *ac, int32_t *imn, const int five) {
-    uint8_t sm[16];
-    k4_unpack(blk + 4, sm);
-    int32_t m = 0;
-    for (int j = 0; j < 8; j++) m += sm[8 + j] * ac[j];
-    *imn = m;
+/* q4_K / q5_K: one row's block with its decoded [8 scales | 8 mins] row sm16 (see gemv_kq45). */
+INLINE __m256i rdot_kq45(const uint8_t *blk, const int8_t *q, const uint8_t *sm16, const int five) {
+    const __m256i scb = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)sm16));
     const uint8_t *qs = blk + (five ? 48 : 16);
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     const __m256i h = five ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
+    UNROLL4 for (int c = 0; c < 4; c++) {
         __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-        if (five) {
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4));
+        if (five) { /* bit 2c (2c + 1) of qh to bit 4: the 16-bit shift stays inside each byte for bit 4 */
+            const int s0 = 4 - 2 * c, s1 = 3 - 2 * c;
+            __m256i h0 = s0 > 0 ? _mm256_slli_epi16(h, s0) : s0 < 0 ? _mm256_srli_epi16(h, -s0) : h;
+            __m256i h1 = s1 > 0 ? _mm256_slli_epi16(h, s1) : _mm256_srli_epi16(h, -s1);
+            lo = _mm256_or_si256(lo, _mm256_and_si256(h0, b4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(h1, b4));
         }
-        acc = dot4s(acc, lo, _mm256_loadu_si256((const __m256i *)(q + 64 * c)), sm[2 * c]);
-        acc = dot4s(acc, hi, _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32)), sm[2 * c + 1]);
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q + 64 * c)), a1 = _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32));
+#ifdef OB_AVXVNNI
+        /* dword lanes = scale byte 2c / 2c + 1 (vpshufb zeroes the bytes with the top bit set) */
+        acc = _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a0),
+                                      _mm256_shuffle_epi8(scb, _mm256_set1_epi32((int)(0x80808000u | (unsigned)(2 * c)))));
+        acc = _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), hi, a1),
+                                      _mm256_shuffle_epi8(scb, _mm256_set1_epi32((int)(0x80808000u | (unsigned)(2 * c + 1)))));
+#else
+        /* word lanes = scale byte 2c / 2c + 1; pairs at most 2 * 31 * 127 */
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(0x8000 | (2 * c))))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), _mm256_shuffle_epi8(scb, _mm256_set1_epi16((short)(0x8000 | (2 * c + 1))))));
+#endif
     }
     return acc;
 }
@@ -253,10 +262,82 @@ GEMV(gemv_q8_0, 32, 32, 34, 0, rdot_q8_0(row, b, q), 0)
 #ifndef OB_AVXVNNI
 GEMV(gemv_q8_0, 32, 32, 34, 0, rdot_q8_0(row, b, q), 0)
 #endif
-GEMV(gemv_q4_K, 256, 32, 144, 0, rdot_kq45(blk, q, ac, &imn[i], 0), 1)
-GEMV(gemv_q5_K, 256, 32, 176, 0, rdot_kq45(blk, q, ac, &imn[i], 1), 1)
 GEMV(gemv_q6_K, 256, 16, 210, 208, rdot_q6_K(blk, q, ac), 0)
 #undef ADDCORR
+
+/* q4_K / q5_K: the scales and mins of the 8 rows are decoded together per block: the 16-byte
+ * headers (d, dmin, 12 scale bytes) of two rows fill one vector, one row per 128-bit lane, which
+ * k4_hdr turns into [8 scales | 8 mins] per lane (llama.cpp's kmask arithmetic on lanes); the
+ * mins' term sum_j mn_j * ac_j of 8 rows is one vpmaddwd per 2 rows and a transpose-add. */
+INLINE __m256i k4_hdr(__m256i h) {
+    const __m256i cnt = _mm256_set_epi32(4, 0, 0, 0, 4, 0, 0, 0);
+    const __m256i m1 = _mm256_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f);
+    const __m256i m2 = _mm256_set_epi32(0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0);
+    /* lanes [d|dmin, u0, u1, u2] -> [u0 & 3f, (u2 & 0f) | (u0 >> 2 & 30), u1 & 3f, (u2 >> 4 & 0f) | (u1 >> 2 & 30)] */
+    __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(h, _MM_SHUFFLE(3, 2, 3, 1)), cnt), m1);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi32(_mm256_shuffle_epi32(h, _MM_SHUFFLE(2, 0, 1, 0)), 2), m2);
+    return _mm256_or_si256(lo, hi);
+}
+
+/* Lane r from z, whose dword 4l + j holds row 2j + l (the transpose-adds of 2-row vectors). */
+INLINE __m256i rows2x4(__m256i z) { return _mm256_permutevar8x32_epi32(z, _mm256_set_epi32(7, 3, 6, 2, 5, 1, 4, 0)); }
+
+INLINE void gemv_kq45(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y, const int five) {
+    const int64_t k = w->n_in, nb = k / 256;
+    const size_t rb = w->row_bytes, bs = five ? 176 : 144;
+    const int8_t *qs = a->qs + t * k;
+    const float *da = a->d + t * nb;
+    const int32_t *acs = a->ac + t * (k / 32);
+    _Alignas(32) uint8_t scm[8][16]; /* [row][8 scales, 8 mins] of the block */
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int nr = r1 - r < 8 ? (int)(r1 - r) : 8;
+        const uint8_t *rowp[8];
+        for (int i = 0; i < 8; i++) rowp[i] = (const uint8_t *)w->data + (size_t)(r + (i < nr ? i : nr - 1)) * rb;
+        const uint8_t *next = (const uint8_t *)w->data + (size_t)(r + 8) * rb;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const int8_t *q = qs + b * 256;
+            /* the 8 activation sums as 16-bit words in both lanes (|ac| <= 32 * 127) */
+            const __m256i acw = _mm256_broadcastsi128_si256(
+                _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(acs + b * 8)), _mm_loadu_si128((const __m128i *)(acs + b * 8 + 4))));
+            __m256i hm[4], hd[4];
+            UNROLL4 for (int g = 0; g < 4; g++) {
+                hd[g] = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(rowp[2 * g + 1] + b * bs)),
+                                         _mm_loadu_si128((const __m128i *)(rowp[2 * g] + b * bs)));
+                const __m256i sm = k4_hdr(hd[g]);
+                _mm256_store_si256((__m256i *)scm[2 * g], sm);
+                hm[g] = _mm256_madd_epi16(_mm256_unpackhi_epi8(sm, _mm256_setzero_si256()), acw); /* mins x ac, pairs */
+            }
+            __m256i s[8];
+            for (int i = 0; i < 8; i++) {
+                pf_next(next, b, i, (int)bs);
+                s[i] = rdot_kq45(rowp[i] + b * bs, q, scm[i], five);
+            }
+            const __m256i isum = hsum8(s);
+            __m256i w0 = _mm256_add_epi32(_mm256_unpacklo_epi32(hm[0], hm[1]), _mm256_unpackhi_epi32(hm[0], hm[1]));
+            __m256i w1 = _mm256_add_epi32(_mm256_unpacklo_epi32(hm[2], hm[3]), _mm256_unpackhi_epi32(hm[2], hm[3]));
+            const __m256i imn = rows2x4(_mm256_add_epi32(_mm256_unpacklo_epi64(w0, w1), _mm256_unpackhi_epi64(w0, w1)));
+            const __m256i dd = rows2x4(_mm256_unpacklo_epi64(_mm256_unpacklo_epi32(hd[0], hd[1]), _mm256_unpacklo_epi32(hd[2], hd[3])));
+            /* d | dmin << 16 of 8 rows -> [d 0-7 | dmin 0-7] as halves */
+            const __m256i hv = _mm256_permute4x64_epi64(
+                _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xffff)), _mm256_srli_epi32(dd, 16)), _MM_SHUFFLE(3, 1, 2, 0));
+            const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(hv));
+            const __m256 dm = _mm256_xor_ps(_mm256_set1_ps(-0.0f), _mm256_cvtph_ps(_mm256_extracti128_si256(hv, 1)));
+            acc = kstep(acc, isum, dw, da[b]);
+            acc = kstep(acc, imn, dm, da[b]);
+        }
+        float out[8];
+        _mm256_storeu_ps(out, acc);
+        memcpy(y + (r - r0), out, (size_t)nr * sizeof(float));
+    }
+}
+
+static void gemv_q4_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    gemv_kq45(w, r0, r1, a, t, y, 0);
+}
+static void gemv_q5_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
+    gemv_kq45(w, r0, r1, a, t, y, 1);
+}
 
 /* Blocks without a per-block scale (i2_s) or with activations laid out per block (tq1_0). */
 static void gemv_i2_s(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
