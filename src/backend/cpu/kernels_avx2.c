@@ -47,26 +47,6 @@ INLINE __m256i dot4(__m256i acc, __m256i c, __m256i a) {
 #endif
 }
 
-/* acc += sc * (sum of 32 products) where one vector is one sub-block (scale sc). */
-INLINE __m256i dot4s(__m256i acc, __m256i c, __m256i a, int sc) {
-#ifdef OB_AVXVNNI
-    return _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c, a), _mm256_set1_epi32(sc & 0xffff));
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, a), _mm256_set1_epi16((short)sc)));
-#endif
-}
-
-/* Two 16-element sub-blocks per vector (q6_K): scales s0 (elements 0-15) and s1 (16-31). */
-INLINE __m256i dot4s2(__m256i acc, __m256i c, __m256i a, int s0, int s1) {
-#ifdef OB_AVXVNNI
-    __m256i sv = _mm256_set_m128i(_mm_set1_epi32(s1 & 0xffff), _mm_set1_epi32(s0 & 0xffff));
-    return _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c, a), sv);
-#else
-    __m256i sv = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c, a), sv));
-#endif
-}
-
 /* Lane r = sum of the lanes of v[r], r < 8. */
 INLINE __m256i hsum8(const __m256i v[8]) {
     __m256i w[4], z[2];
@@ -79,18 +59,6 @@ INLINE __m256i hsum8(const __m256i v[8]) {
 
 INLINE __m256 kstep(__m256 acc, __m256i isum, __m256 dw, float da) {
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), dw), _mm256_set1_ps(da), acc);
-}
-
-static const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-
-INLINE void k4_unpack(const uint8_t *s12, uint8_t out[16]) {
-    uint32_t u[3], sm[4];
-    memcpy(u, s12, 12);
-    sm[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-    sm[2] = u[1] & kmask1;
-    sm[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-    sm[0] = u[0] & kmask1;
-    memcpy(out, sm, 16);
 }
 
 /* ---- decode: per-type integer dot of one row's block with the activations ------------------
@@ -173,25 +141,42 @@ INLINE __m256i rdot_kq45(const uint8_t *blk, const int8_t *q, const uint8_t *sm1
     return acc;
 }
 
-/* q6_K, with the offset correction sum_j sc_j * (-32 * sum a_j) included. */
+/* q6_K, with the offset correction sum_j sc_j * (-32 * sum a_j) included: one vpmaddwd of the 16
+ * scales (words) with ac_j / 32 (exact, |.| <= 16 * 127), times 32. The scale vectors come from
+ * the scales' words by vpshufb (words 2g, 2g + 1 of the half h). */
 INLINE __m256i rdot_q6_K(const uint8_t *blk, const int8_t *q, const int32_t *ac) {
-    const int8_t *sc = (const int8_t *)(blk + 192);
-    __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc));
-    __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8)));
-    __m256i acc = _mm256_add_epi32(_mm256_mullo_epi32(s0, _mm256_loadu_si256((const __m256i *)ac)),
-                                   _mm256_mullo_epi32(s1, _mm256_loadu_si256((const __m256i *)(ac + 8))));
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; h++) {
+    const __m256i scw = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    const __m256i a32 = _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)ac), 5),
+                                                                     _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(ac + 8)), 5)),
+                                                 _MM_SHUFFLE(3, 1, 2, 0));
+    __m256i acc = _mm256_slli_epi32(_mm256_madd_epi16(scw, a32), 5);
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    UNROLL4 for (int h = 0; h < 2; h++) {
+        const __m256i sh = _mm256_permute4x64_epi64(scw, h ? 0xEE : 0x44); /* scales 8h..8h+7 in both lanes */
         const uint8_t *ql = blk + 64 * h;
         __m256i L0 = _mm256_loadu_si256((const __m256i *)ql), L1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
         __m256i Q = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-        __m256i c[4];
-        c[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_slli_epi16(_mm256_and_si256(Q, m3), 4));
-        c[1] = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 2), m3), 4));
-        c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 4), m3), 4));
-        c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q, 6), m3), 4));
-        for (int g = 0; g < 4; g++)
-            acc = dot4s2(acc, c[g], _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * g)), sc[8 * h + 2 * g], sc[8 * h + 2 * g + 1]);
+        __m256i c[4]; /* the 16-bit shifts keep bits 4-5 of each byte inside the byte */
+        c[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(Q, 4), m30));
+        c[1] = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(_mm256_slli_epi16(Q, 2), m30));
+        c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(Q, m30));
+        c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(Q, 2), m30));
+        UNROLL4 for (int g = 0; g < 4; g++) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(q + 128 * h + 32 * g));
+#ifdef OB_AVXVNNI
+            /* dword lanes: scale 2g (low 128 bits) / 2g + 1 (high), sign-extended word, high word 0 */
+            const __m256i ctl = _mm256_set_epi8(-128, -128, 4 * g + 3, 4 * g + 2, -128, -128, 4 * g + 3, 4 * g + 2, -128, -128,
+                                                4 * g + 3, 4 * g + 2, -128, -128, 4 * g + 3, 4 * g + 2, -128, -128, 4 * g + 1, 4 * g,
+                                                -128, -128, 4 * g + 1, 4 * g, -128, -128, 4 * g + 1, 4 * g, -128, -128, 4 * g + 1, 4 * g);
+            acc = _mm256_dpwssd_avx_epi32(acc, _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c[g], a), _mm256_shuffle_epi8(sh, ctl));
+#else
+            const __m256i ctl = _mm256_set_epi8(4 * g + 3, 4 * g + 2, 4 * g + 3, 4 * g + 2, 4 * g + 3, 4 * g + 2, 4 * g + 3, 4 * g + 2,
+                                                4 * g + 3, 4 * g + 2, 4 * g + 3, 4 * g + 2, 4 * g + 3, 4 * g + 2, 4 * g + 3, 4 * g + 2,
+                                                4 * g + 1, 4 * g, 4 * g + 1, 4 * g, 4 * g + 1, 4 * g, 4 * g + 1, 4 * g, 4 * g + 1, 4 * g,
+                                                4 * g + 1, 4 * g, 4 * g + 1, 4 * g, 4 * g + 1, 4 * g);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(c[g], a), _mm256_shuffle_epi8(sh, ctl)));
+#endif
+        }
     }
     return acc;
 }
