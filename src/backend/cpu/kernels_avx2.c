@@ -36,7 +36,7 @@
 #define TABLE_FN ob_kernels_avx2_table
 #endif
 
-static inline float half_at(const uint8_t *p) { return ob_fp16_to_fp32((uint16_t)(p[0] | (p[1] << 8))); }
+static inline float half_at(const uint8_t *p) { return _cvtsh_ss((uint16_t)(p[0] | (p[1] << 8))); }
 
 /* acc += sum of 4 products u8 c x s8 a per dword lane. Exact when pairs stay under 2^15 (see top). */
 INLINE __m256i dot4(__m256i acc, __m256i c, __m256i a) {
@@ -93,11 +93,12 @@ INLINE __m256i rdot_tq2_0(const uint8_t *row, int64_t b, const int8_t *q) {
     return acc;
 }
 
-/* tq1_0 trits: p = q * 3^k mod 256 by byte adds; trit = (p >= 86) + (p >= 171). */
-INLINE __m256i trit(__m256i p) {
-    const __m256i one = _mm256_set1_epi8(1);
-    return _mm256_add_epi8(_mm256_min_epu8(_mm256_subs_epu8(p, _mm256_set1_epi8(85)), one),
-                           _mm256_min_epu8(_mm256_subs_epu8(p, _mm256_set1_epi8((char)170)), one));
+/* tq1_0 trits: p = q * 3^k mod 256 by byte adds; trit = (p >= 86) + (p >= 171). Without VNNI
+ * the bytes are kept as x = p ^ 0x80 (3 x = x' mod 256 as well, since 3 * 128 = 128 mod 256), so
+ * the two thresholds are signed compares (x > -43, x > 42), whose -1 / 0 bytes sum to -trit. */
+INLINE __m256i trit_x(__m256i x) {
+    const __m256i n = _mm256_add_epi8(_mm256_cmpgt_epi8(x, _mm256_set1_epi8(-43)), _mm256_cmpgt_epi8(x, _mm256_set1_epi8(42)));
+    return _mm256_sub_epi8(_mm256_setzero_si256(), n);
 }
 
 INLINE __m256i rdot_i2_s(const uint8_t *row, int64_t b, const int8_t *q) {
@@ -351,6 +352,9 @@ static void gemv_i2_s(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
     }
 }
 
+/* VNNI: 256 t_k = 3 p_k - p_{k+1} (kernels_avx512.c), two vpdpbusd per position and no trit
+ * extraction. Without VNNI: vpmaddubsw of the trits, 16-bit sums (at most 10 * 2 * 2 * 127 per
+ * word) widened once per block. */
 static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
     const int64_t k = w->n_in, nb = k / 256;
     const int8_t *qs = a->qs + t * k;
@@ -364,11 +368,21 @@ static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8ac
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const int8_t *q = qs + b * 256;
-            _Alignas(32) int8_t a1[5][32]; /* trit position k of spans 1 and 2 */
-            memset(a1, 0, sizeof a1);
+            _Alignas(32) int8_t a1[5][2][32]; /* trit position k of span 0 and of spans 1 and 2 */
+#ifdef OB_AVXVNNI
+            _Alignas(32) int8_t n1[5][2][32]; /* the activations negated */
+#endif
             for (int kk = 0; kk < 5; kk++) {
-                memcpy(a1[kk], q + 160 + 16 * kk, 16);
-                if (kk < 4) memcpy(a1[kk] + 16, q + 240 + 4 * kk, 4);
+                int32_t t4 = 0;
+                if (kk < 4) memcpy(&t4, q + 240 + 4 * kk, 4);
+                const __m256i v[2] = {_mm256_loadu_si256((const __m256i *)(q + 32 * kk)),
+                                      _mm256_set_m128i(_mm_cvtsi32_si128(t4), _mm_loadu_si128((const __m128i *)(q + 160 + 16 * kk)))};
+                for (int h = 0; h < 2; h++) {
+                    _mm256_store_si256((__m256i *)a1[kk][h], v[h]);
+#ifdef OB_AVXVNNI
+                    _mm256_store_si256((__m256i *)n1[kk][h], _mm256_sub_epi8(_mm256_setzero_si256(), v[h]));
+#endif
+                }
             }
             __m256i s[8];
             float dwv[8];
@@ -377,21 +391,36 @@ static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8ac
                 const uint8_t *blk = rowp[i] + b * 54;
                 int32_t qh;
                 memcpy(&qh, blk + 48, 4);
-                __m256i p0 = _mm256_loadu_si256((const __m256i *)blk);
-                __m256i p1 = _mm256_set_m128i(_mm_cvtsi32_si128(qh), _mm_loadu_si128((const __m128i *)(blk + 32)));
-                __m256i x = _mm256_setzero_si256();
-                for (int kk = 0; kk < 5; kk++) {
-                    if (kk) {
-                        p0 = _mm256_add_epi8(_mm256_add_epi8(p0, p0), p0);
-                        p1 = _mm256_add_epi8(_mm256_add_epi8(p1, p1), p1);
+                __m256i p[2] = {_mm256_loadu_si256((const __m256i *)blk),
+                                _mm256_set_m128i(_mm_cvtsi32_si128(qh), _mm_loadu_si128((const __m128i *)(blk + 32)))};
+#ifdef OB_AVXVNNI
+                __m256i x3 = _mm256_setzero_si256(), x1 = _mm256_setzero_si256();
+                UNROLL8 for (int kk = 0; kk < 5; kk++)
+                    UNROLL4 for (int h = 0; h < 2; h++) {
+                        x3 = _mm256_dpbusd_avx_epi32(x3, p[h], _mm256_load_si256((const __m256i *)a1[kk][h]));
+                        p[h] = _mm256_add_epi8(_mm256_add_epi8(p[h], p[h]), p[h]);
+                        x1 = _mm256_dpbusd_avx_epi32(x1, p[h], _mm256_load_si256((const __m256i *)n1[kk][h]));
                     }
-                    x = dot4(x, trit(p0), _mm256_loadu_si256((const __m256i *)(q + 32 * kk)));
-                    x = dot4(x, trit(p1), _mm256_load_si256((const __m256i *)a1[kk]));
-                }
-                s[i] = x;
+                s[i] = _mm256_add_epi32(_mm256_add_epi32(x3, x1), _mm256_add_epi32(x3, x3));
+#else
+                const __m256i x80 = _mm256_set1_epi8((char)0x80);
+                p[0] = _mm256_xor_si256(p[0], x80);
+                p[1] = _mm256_xor_si256(p[1], x80);
+                __m256i x16 = _mm256_setzero_si256();
+                UNROLL8 for (int kk = 0; kk < 5; kk++)
+                    UNROLL4 for (int h = 0; h < 2; h++) {
+                        if (kk) p[h] = _mm256_add_epi8(_mm256_add_epi8(p[h], p[h]), p[h]);
+                        x16 = _mm256_add_epi16(x16, _mm256_maddubs_epi16(trit_x(p[h]), _mm256_load_si256((const __m256i *)a1[kk][h])));
+                    }
+                s[i] = _mm256_madd_epi16(x16, _mm256_set1_epi16(1));
+#endif
                 dwv[i] = half_at(blk + 52);
             }
-            __m256i isum = _mm256_add_epi32(hsum8(s), _mm256_set1_epi32(ac[b]));
+            __m256i isum = hsum8(s);
+#ifdef OB_AVXVNNI
+            isum = _mm256_srai_epi32(isum, 8);
+#endif
+            isum = _mm256_add_epi32(isum, _mm256_set1_epi32(ac[b]));
             acc = kstep(acc, isum, _mm256_loadu_ps(dwv), da[b]);
         }
         float out[8];

@@ -239,25 +239,18 @@ static void gemv_tq2_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8ac
  * two vpdpbusd per position on p_k (kept by byte adds: p + p + p, wrapping) and no per-trit
  * extraction. Exact: each lane's sum is 256 times the trit sum (|3A + B| < 2^23 per lane). One
  * masked 52-byte load covers all three spans; trit position k pairs with the activations laid
- * out by tq1_act. */
-
-static void tq1_act(const int8_t *q, int8_t out[5][64]) {
-    memset(out, 0, 5 * 64);
-    for (int k = 0; k < 5; k++) {
-        memcpy(out[k], q + 32 * k, 32);
-        memcpy(out[k] + 32, q + 160 + 16 * k, 16);
-        if (k < 4) memcpy(out[k] + 48, q + 240 + 4 * k, 4);
-    }
-}
+ * out in av[k]. */
 
 static void gemv_tq1_0(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act *a, int t, float *y) {
     GEMV_PROLOGUE(256, 256)
-    _Alignas(64) int8_t act[5][64];
     for (int64_t b = 0; b < nb; b++) {
-        tq1_act(qs + b * 256, act);
-        __m512i av[5], nv[5];
-        for (int k = 0; k < 5; k++) {
-            av[k] = _mm512_load_si512(act[k]);
+        const int8_t *q = qs + b * 256;
+        __m512i av[5], nv[5]; /* position k: elements 32k.., 160 + 16k.., 240 + 4k.. (k < 4), zeros */
+        UNROLL8 for (int k = 0; k < 5; k++) {
+            int32_t t4 = 0;
+            if (k < 4) memcpy(&t4, q + 240 + 4 * k, 4);
+            av[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + 32 * k))),
+                                       _mm256_set_m128i(_mm_cvtsi32_si128(t4), _mm_loadu_si128((const __m128i *)(q + 160 + 16 * k))), 1);
             nv[k] = _mm512_sub_epi8(_mm512_setzero_si512(), av[k]);
         }
         __m512i s[16];
