@@ -314,6 +314,64 @@ static void test_int_matmul(uint64_t *rs) {
     CHECK(n_cases == N_ITYPES * 6);
 }
 
+/* Decode kernels at the bounds of their integer sums: every code byte the same (0x00, 0x55, 0x80,
+ * 0xAA, 0xFF: largest codes, scales, mins, q6_K's scale -128, all fifth bits) with finite block
+ * scales, times activations at +-127 (rows on the int8 grid: +1, -1, alternating in runs). The
+ * 16-bit and 32-bit partial sums of the SIMD tables must stay exact: equal to scalar bit for bit. */
+static void test_int_extremes(void) {
+    const ob_kernels *sc = ob_kernels_scalar(), *simd[5];
+    int ns = tables(simd), n_bad = 0, n_cases = 0;
+    static const uint8_t fills[] = {0x00, 0x55, 0x80, 0xAA, 0xFF};
+    for (int ti = 0; ti < N_ITYPES; ti++) {
+        const int type = itypes[ti];
+        const ob_kfmt *f = ob_kfmt_get(type);
+        const ob_type_traits *tt = ob_type_get(type);
+        const int64_t n_in = 2 * (tt->block_size >= 256 ? tt->block_size : 256), n_out = 17;
+        const size_t rowb = ob_type_row_size(type, n_in), total = ob_type_tensor_size(type, n_in, n_out);
+        uint8_t *data = amalloc(total + 64);
+        float *x = malloc((size_t)(3 * n_in) * sizeof(float));
+        for (int64_t i = 0; i < n_in; i++) {
+            x[i] = 1.0f;
+            x[n_in + i] = -1.0f;
+            x[2 * n_in + i] = (i / 5) % 2 ? 1.0f : -1.0f;
+        }
+        void *am = amalloc(ob_q8act_bytes(3, n_in, f));
+        ob_q8act a;
+        ob_q8act_init(&a, am, 3, n_in, f);
+        for (int t = 0; t < 3; t++)
+            sc->quant_row(x + t * n_in, n_in, f, a.qs + t * n_in, a.d + t * (n_in / f->qb), a.ac + t * (n_in / f->sb));
+        float y0[3 * 17], y1[3 * 17];
+        for (size_t fi = 0; fi < sizeof fills; fi++) {
+            memset(data, fills[fi], total);
+            int off[2], no = scale_offsets(type, off);
+            if (type == OB_TYPE_MXFP4)
+                for (size_t i = 0; i < total; i += 17) data[i] = 127;
+            for (int64_t r = 0; r < n_out; r++)
+                for (int64_t b = 0; b < n_in / tt->block_size; b++)
+                    for (int j = 0; j < no; j++) {
+                        uint16_t h = ob_fp32_to_fp16(j ? 0.25f : 0.5f + 0.125f * (float)(r % 5));
+                        uint8_t *p = data + r * rowb + b * tt->type_size + off[j];
+                        p[0] = (uint8_t)h;
+                        p[1] = (uint8_t)(h >> 8);
+                    }
+            ob_weight w = {data, type, n_in, n_out, rowb, 1.0f};
+            for (int t = 0; t < 3; t++) sc->gemv[type](&w, 0, n_out, &a, t, y0 + t * n_out);
+            for (int i = 0; i < ns; i++) {
+                for (int t = 0; t < 3; t++) simd[i]->gemv[type](&w, 0, n_out, &a, t, y1 + t * n_out);
+                if (memcmp(y0, y1, sizeof y0)) {
+                    fprintf(stderr, "  kernels: %s %s gemv differs from scalar on bytes 0x%02x\n", simd[i]->name,
+                            ob_type_name(type), fills[fi]);
+                    n_bad++;
+                }
+            }
+            n_cases++;
+        }
+        free(am), free(x), free(data);
+    }
+    CHECK_EQ_INT(n_bad, 0);
+    CHECK(n_cases == N_ITYPES * 5);
+}
+
 /* ---- float matmul ---------------------------------------------------------------------------- */
 
 static void test_float_matmul(uint64_t *rs) {
@@ -448,6 +506,7 @@ OB_SUITE(kernels) {
     test_decoders(&rs);
     test_quant(&rs);
     test_int_matmul(&rs);
+    test_int_extremes();
     test_float_matmul(&rs);
     test_helpers(&rs);
     test_row_ops(&rs);
