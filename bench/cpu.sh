@@ -10,7 +10,7 @@
 #   BITNET_CLI   bitnet.cpp's llama-cli (default ../peers/BitNet/build/bin/llama-cli; skipped if absent)
 #   MODELS       folder of the generated models (default /work/models)
 #   REPS         runs per engine and test (default 3; the table shows the median)
-#   THREADS      thread counts (default "1 2"); P (512), N (128)
+#   THREADS      thread counts (default "1 2"); P (512), N (128); TESTS: "pp tg" (default), "pp" or "tg"
 #   ONLY         space-separated subset of the file names below (default: all)
 #   OB_REV       revision to print for OB (default: git HEAD)
 #   NICE         prefix for every timed command (default "nice -n -20" when root, else none): on a
@@ -25,7 +25,7 @@ OB=${OB:-./build/1bit}
 LB=${LLAMA_BENCH:-../peers/llama.cpp/build/bin/llama-bench}
 BN=${BITNET_CLI:-../peers/BitNet/build/bin/llama-cli}
 M=${MODELS:-/work/models}
-REPS=${REPS:-3}; THREADS=${THREADS:-"1 2"}; P=${P:-512}; N=${N:-128}
+REPS=${REPS:-3}; THREADS=${THREADS:-"1 2"}; P=${P:-512}; N=${N:-128}; TESTS=${TESTS:-"pp tg"}
 if [ "$(id -u)" = 0 ]; then NICE=${NICE-"nice -n -20"}; else NICE=${NICE-}; fi
 mkdir -p "$M" build
 [ "$OB" != ./build/1bit ] || make -s build/1bit
@@ -97,7 +97,7 @@ for f in $FILES; do
     for t in $THREADS; do
         bw=$($NICE ./build/membw -s $((bytes / 1048576)) -t $t -r 5 2>/dev/null | awk -F'|' '/^\| [0-9]/ {gsub(/ /, "", $4); print $4}')
         bound=$(awk -v b=$bytes -v g=$bw 'BEGIN {printf "%.2f", g * 1e9 / b}')
-        for test in pp$P tg$N; do
+        for test in $(for x in $TESTS; do case $x in pp) echo pp$P;; tg) echo tg$N;; esac; done); do
             : >"$TMP/a"; : >"$TMP/b"
             for r in $(seq "$REPS"); do
                 run_$other "$f" $test $t >>"$TMP/a"
