@@ -116,10 +116,12 @@ INLINE __m512i row_index(int nr, size_t rb) {
 /* Software prefetch of the next 16-row group: rows are contiguous, so the group after this one
  * is the 16 * rb bytes after it; step STEP (of S bytes per row) of row I fetches the line at
  * (STEP * 16 + I) * S, which sweeps that region in order while this group is computed. The 16
- * interleaved row streams of a group defeat the hardware prefetcher on short rows. */
+ * interleaved row streams of a group defeat the hardware prefetcher on short rows. Into L2
+ * (T1): from DRAM 8-15% faster than into L1 for every type (fewer L1 fill buffers held), the
+ * same in cache. */
 #define GEMV_PREFETCH(STEP, I, S)                                                              \
     for (int pf_o = 0; pf_o < (S); pf_o += 64)                                                 \
-        _mm_prefetch(pfb + ((size_t)(STEP) * 16 + (I)) * (S) + pf_o, _MM_HINT_T0)
+        _mm_prefetch(pfb + ((size_t)(STEP) * 16 + (I)) * (S) + pf_o, _MM_HINT_T1)
 
 #define GEMV_EPILOGUE                                                                          \
         acc = _mm512_mul_ps(acc, _mm512_set1_ps(w->scale));                                    \
