@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/attn_tile.h"
 #include "backend/cpu/kernels.h"
 #include "format/quant.h"
 #include "format/quant_tensor.h"
@@ -460,6 +461,55 @@ static void test_helpers(uint64_t *rs) {
     }
 }
 
+/* ---- tiled attention loops: every table's version gives the scalar bits, scores near exact ---- */
+
+static void test_attn_tile(uint64_t *rs) {
+    const ob_kernels *simd[5];
+    int ns = tables(simd);
+    const ob_attn_tile *sc = ob_attn_tile_scalar();
+    enum { LDK = 64 };
+    for (int rep = 0; rep < 40; rep++) {
+        int hd = 1 + (int)(rnext(rs) % 150), nk = 1 + (int)(rnext(rs) % LDK);
+        float *kf = malloc((size_t)LDK * hd * 4), *k0 = malloc((size_t)LDK * hd * 4), *k1 = malloc((size_t)LDK * hd * 4);
+        float *q = malloc((size_t)hd * 4), *o0 = malloc((size_t)hd * 4), *o1 = malloc((size_t)hd * 4);
+        float s0[LDK], s1[LDK], p[LDK];
+        for (int i = 0; i < LDK * hd; i++) kf[i] = rnorm(rs), k0[i] = k1[i] = 0;
+        for (int d = 0; d < hd; d++) q[d] = rnorm(rs), o0[d] = rnorm(rs);
+        for (int k = 0; k < nk; k++) p[k] = (float)(rnext(rs) % 1000) / 1000.0f;
+        sc->transpose(kf, nk, hd, k0, LDK);
+        int ok = 1;
+        for (int k = 0; k < nk; k++)
+            for (int d = 0; d < hd; d++) ok &= k0[(size_t)d * LDK + k] == kf[(size_t)k * hd + d];
+        CHECK(ok);
+        float m0 = sc->scores(k0, LDK, q, hd, nk, 0.125f, s0, -INFINITY), mref = -INFINITY;
+        ok = 1;
+        for (int k = 0; k < nk; k++) {
+            double e = 0;
+            for (int d = 0; d < hd; d++) e += (double)q[d] * kf[(size_t)k * hd + d];
+            ok &= fabs(s0[k] - e * 0.125) < 1e-4 * (1 + sqrt(hd));
+            mref = s0[k] > mref ? s0[k] : mref;
+        }
+        CHECK(ok);
+        CHECK(m0 == mref);
+        memcpy(o1, o0, (size_t)hd * 4);
+        sc->pv(o0, p, kf, nk, hd);
+        for (int i = 0; i < ns; i++) {
+            const ob_attn_tile *t = ob_attn_tile_for(simd[i]->name);
+            memset(k1, 0, (size_t)LDK * hd * 4);
+            t->transpose(kf, nk, hd, k1, LDK);
+            CHECK(!memcmp(k0, k1, (size_t)LDK * hd * 4));
+            float m1 = t->scores(k0, LDK, q, hd, nk, 0.125f, s1, -INFINITY);
+            CHECK(!memcmp(s0, s1, (size_t)nk * 4) && !memcmp(&m0, &m1, 4));
+            float *o2 = malloc((size_t)hd * 4);
+            memcpy(o2, o1, (size_t)hd * 4);
+            t->pv(o2, p, kf, nk, hd);
+            CHECK(!memcmp(o0, o2, (size_t)hd * 4));
+            free(o2);
+        }
+        free(kf), free(k0), free(k1), free(q), free(o0), free(o1);
+    }
+}
+
 /* ---- row ops: act_quant, relu2, add exact; rmsnorm and SiLU within float rounding ---------- */
 
 static void test_row_ops(uint64_t *rs) {
@@ -510,6 +560,7 @@ OB_SUITE(kernels) {
     test_float_matmul(&rs);
     test_helpers(&rs);
     test_row_ops(&rs);
+    test_attn_tile(&rs);
 }
 
 /* ---- KV cache types through the engine ------------------------------------------------------- */

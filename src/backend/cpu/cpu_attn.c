@@ -2,24 +2,30 @@
  *
  * Owns: causal grouped-query attention with an online softmax (running max and sum, rescaled
  * per chunk of CH positions, so scores never need the whole context at once) over a KV cache of
- * f32, f16 or q8_0 rows; the query heads that share a KV head are done together, so each K and
- * V row is read once for all of them. Work is split over (token, KV head) pairs handed out by an
- * atomic counter. Positions are visited in the same chunks from position 0 whatever the batch,
- * so a token's output does not depend on what else was in its batch (decode and prompt agree).
- * Does not own: the dot products (kernels.h), the reference two-pass attention (cpu_backend.c).
+ * f32, f16 or q8_0 rows, tiled: a work unit is up to QT tokens of one sequence and one KV head;
+ * per chunk the K rows are converted once to f32 and transposed, the V rows once to f32, and every
+ * query of the unit (tokens x the query heads sharing the KV head) that reaches the chunk takes
+ * its scores and P.V from them. Units go out through an atomic counter, last tokens first.
+ * Positions are visited in the same chunks from position 0 whatever the batch and a query's
+ * arithmetic does not depend on its unit, so decode and prompt agree bit for bit.
+ * Does not own: the inner loops (attn_tile.c), the row conversions (kernels.h), the reference
+ * two-pass attention (cpu_backend.c).
  */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "backend/cpu/attn_tile.h"
 #include "backend/cpu/cpu_attn.h"
+#include "backend/cpu/threadpool.h"
 #include "format/quant.h"
 
-#define CH 64 /* positions per softmax chunk */
+#define CH 64 /* positions per softmax chunk (and per K/V block converted to f32) */
+#define QT 32 /* tokens per work unit at most */
 
 size_t ob_cpu_attn_scratch(int n_head, int n_head_kv, int head_dim) {
-    int g = n_head / n_head_kv;
-    return (size_t)g * CH + (size_t)g * head_dim + 2 * (size_t)g + (size_t)head_dim;
+    size_t g = (size_t)(n_head / n_head_kv), hd = (size_t)head_dim;
+    return 3 * hd * CH + (size_t)QT * g * (CH + hd + 2);
 }
 
 void ob_cpu_kv_write(const ob_kernels *kt, void *cache, int type, const float *x, int n, int dim, int n_ctx,
@@ -37,79 +43,100 @@ void ob_cpu_kv_write(const ob_kernels *kt, void *cache, int type, const float *x
 typedef struct {
     const ob_attn_args *a;
     const ob_kernels *kt;
+    const ob_attn_tile *tile;
     float **scratch;       /* [nth] of ob_cpu_attn_scratch floats */
+    int qt, nblk;          /* tokens per unit (<= QT), units of tokens */
     atomic_int next;
 } attn_job;
 
-/* dot(q, row) and o += w * row for one cache row of head_dim elements of the given type. */
-static float row_dot(const ob_kernels *kt, int type, const float *q, const void *row, int hd, float *tmp) {
-    if (type == OB_TYPE_F16) return kt->dot_f16(q, row, hd);
-    if (type == OB_TYPE_F32) return kt->dot_f32(q, row, hd);
-    ob_type_get(type)->to_float(row, tmp, hd);
-    return kt->dot_f32(q, tmp, hd);
+/* Cache row (head slice) as f32 in dst, or the row itself when it is f32 already. */
+static const float *row_f32(const ob_kernels *kt, int type, const void *row, int hd, float *dst) {
+    if (type == OB_TYPE_F32) return row;
+    if (type == OB_TYPE_F16) kt->f16_to_f32(row, dst, hd);
+    else ob_type_get(type)->to_float(row, dst, hd);
+    return dst;
 }
 
-static void row_axpy(const ob_kernels *kt, int type, float *o, float w, const void *row, int hd, float *tmp) {
-    if (type == OB_TYPE_F16) kt->axpy_f16(o, w, row, hd);
-    else if (type == OB_TYPE_F32) kt->axpy(o, w, row, hd);
-    else {
-        ob_type_get(type)->to_float(row, tmp, hd);
-        kt->axpy(o, w, tmp, hd);
+/* Tokens [ia, ib) of one sequence, KV head kh: all their G query heads against each chunk of CH
+ * positions; K of the chunk converted once to f32 transposed, V once to f32 rows. */
+static void attn_run(attn_job *j, float *ws, int ia, int ib, int kh) {
+    const ob_attn_args *a = j->a;
+    const ob_kernels *kt = j->kt;
+    const ob_attn_tile *tl = j->tile;
+    const int hd = a->head_dim, G = a->n_head / a->n_head_kv, kv_dim = a->n_head_kv * hd;
+    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
+    const size_t khb = ob_type_row_size(a->type_k, hd), vhb = ob_type_row_size(a->type_v, hd); /* bytes per head */
+    float *ktr = ws, *vf = ktr + (size_t)hd * CH, *kf = vf + (size_t)CH * hd, *S = kf + (size_t)CH * hd;
+    const int nt = ib - ia, nq = nt * G;
+    float *O = S + (size_t)nq * CH, *M = O + (size_t)nq * hd, *L = M + nq;
+    const uint8_t *kb = (const uint8_t *)a->k + (size_t)a->seq[ia] * a->n_ctx * krb + kh * khb;
+    const uint8_t *vb = (const uint8_t *)a->v + (size_t)a->seq[ia] * a->n_ctx * vrb + kh * vhb;
+    int maxnp = 0;
+    for (int t = ia; t < ib; t++) maxnp = a->pos[t] + 1 > maxnp ? a->pos[t] + 1 : maxnp;
+    for (int q = 0; q < nq; q++) M[q] = -INFINITY, L[q] = 0;
+    memset(O, 0, (size_t)nq * hd * sizeof(float));
+    for (int p0 = 0; p0 < maxnp; p0 += CH) {
+        const int p1 = p0 + CH < maxnp ? p0 + CH : maxnp, nk = p1 - p0;
+        for (int k = 0; k < nk; k++) {
+            float *kr = kf + (size_t)k * hd, *vr = vf + (size_t)k * hd;
+            const float *r = row_f32(kt, a->type_k, kb + (size_t)(p0 + k) * krb, hd, kr);
+            if (r != kr) memcpy(kr, r, (size_t)hd * sizeof(float));
+            const float *v = row_f32(kt, a->type_v, vb + (size_t)(p0 + k) * vrb, hd, vr);
+            if (v != vr) memcpy(vr, v, (size_t)hd * sizeof(float));
+        }
+        tl->transpose(kf, nk, hd, ktr, CH);
+        for (int t = 0; t < nt; t++) {
+            const int np = a->pos[ia + t] + 1;
+            if (np <= p0) continue;
+            const int n = (np < p1 ? np : p1) - p0; /* causal: positions < np */
+            for (int g = 0; g < G; g++) {
+                const int qi = t * G + g;
+                const float *q = a->q + ((size_t)(ia + t) * a->n_head + (size_t)kh * G + g) * hd;
+                float *s = S + (size_t)qi * CH, *og = O + (size_t)qi * hd;
+                const float mx = tl->scores(ktr, CH, q, hd, n, a->scale, s, M[qi]);
+                const float corr = expf(M[qi] - mx); /* 0 on the first chunk (m = -inf) */
+                float sum = 0;
+                for (int p = 0; p < n; p++) {
+                    s[p] = expf(s[p] - mx);
+                    sum += s[p];
+                }
+                if (corr != 1.0f)
+                    for (int d = 0; d < hd; d++) og[d] *= corr;
+                L[qi] = L[qi] * corr + sum;
+                M[qi] = mx;
+                tl->pv(og, s, vf, n, hd);
+            }
+        }
     }
+    for (int t = 0; t < nt; t++)
+        for (int g = 0; g < G; g++) {
+            const int qi = t * G + g;
+            float *out = a->out + ((size_t)(ia + t) * a->n_head + (size_t)kh * G + g) * hd, inv = 1.0f / L[qi];
+            for (int d = 0; d < hd; d++) out[d] = O[(size_t)qi * hd + d] * inv;
+        }
 }
 
 static void attn_task(void *ctx, int ith, int nth) {
     attn_job *j = ctx;
     const ob_attn_args *a = j->a;
-    const ob_kernels *kt = j->kt;
-    const int hd = a->head_dim, G = a->n_head / a->n_head_kv, kv_dim = a->n_head_kv * hd;
-    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
-    const size_t khb = ob_type_row_size(a->type_k, hd), vhb = ob_type_row_size(a->type_v, hd); /* bytes per head */
-    float *sc = j->scratch[ith], *o = sc + (size_t)G * CH, *m = o + (size_t)G * hd, *l = m + G, *tmp = l + G;
-    const int units = a->n * a->n_head_kv;
+    const int units = j->nblk * a->n_head_kv;
     for (int u; (u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < units;) {
-        const int i = u / a->n_head_kv, kh = u % a->n_head_kv, np = a->pos[i] + 1;
-        const float *q = a->q + ((size_t)i * a->n_head + (size_t)kh * G) * hd;
-        const uint8_t *kb = (const uint8_t *)a->k + (size_t)a->seq[i] * a->n_ctx * krb + kh * khb;
-        const uint8_t *vb = (const uint8_t *)a->v + (size_t)a->seq[i] * a->n_ctx * vrb + kh * vhb;
-        for (int g = 0; g < G; g++) m[g] = -INFINITY, l[g] = 0;
-        memset(o, 0, (size_t)G * hd * sizeof(float));
-        for (int p0 = 0; p0 < np; p0 += CH) {
-            const int p1 = p0 + CH < np ? p0 + CH : np;
-            for (int p = p0; p < p1; p++) {
-                const void *kr = kb + (size_t)p * krb;
-                for (int g = 0; g < G; g++) sc[g * CH + p - p0] = row_dot(kt, a->type_k, q + (size_t)g * hd, kr, hd, tmp) * a->scale;
-            }
-            for (int g = 0; g < G; g++) {
-                float *s = sc + g * CH, mx = m[g];
-                for (int p = 0; p < p1 - p0; p++) mx = s[p] > mx ? s[p] : mx;
-                const float corr = expf(m[g] - mx); /* 0 on the first chunk (m = -inf) */
-                float sum = 0;
-                for (int p = 0; p < p1 - p0; p++) {
-                    s[p] = expf(s[p] - mx);
-                    sum += s[p];
-                }
-                if (corr != 1.0f) {
-                    float *og = o + (size_t)g * hd;
-                    for (int d = 0; d < hd; d++) og[d] *= corr;
-                }
-                l[g] = l[g] * corr + sum;
-                m[g] = mx;
-            }
-            for (int p = p0; p < p1; p++) {
-                const void *vr = vb + (size_t)p * vrb;
-                for (int g = 0; g < G; g++) row_axpy(kt, a->type_v, o + (size_t)g * hd, sc[g * CH + p - p0], vr, hd, tmp);
-            }
-        }
-        for (int g = 0; g < G; g++) {
-            float *out = a->out + ((size_t)i * a->n_head + (size_t)kh * G + g) * hd, inv = 1.0f / l[g];
-            for (int d = 0; d < hd; d++) out[d] = o[(size_t)g * hd + d] * inv;
+        /* last tokens first: they see the most positions */
+        const int blk = j->nblk - 1 - u / a->n_head_kv, kh = u % a->n_head_kv;
+        const int i0 = blk * j->qt, i1 = i0 + j->qt < a->n ? i0 + j->qt : a->n;
+        for (int ia = i0, ib; ia < i1; ia = ib) { /* runs of one sequence */
+            for (ib = ia + 1; ib < i1 && a->seq[ib] == a->seq[ia];) ib++;
+            attn_run(j, j->scratch[ith], ia, ib, kh);
         }
     }
 }
 
 void ob_cpu_attention(ob_pool *pool, const ob_kernels *kt, const ob_attn_args *a, float **scratch) {
-    attn_job j = {a, kt, scratch, 0};
+    /* Any split gives the same bits (a query's arithmetic does not depend on its unit); smaller
+     * units only when there would be too few for the threads. */
+    int qt = QT, nth = ob_pool_size(pool);
+    while (qt > 1 && (a->n + qt - 1) / qt * a->n_head_kv < 4 * nth) qt /= 2;
+    attn_job j = {a, kt, ob_attn_tile_for(kt->name), scratch, qt, (a->n + qt - 1) / qt, 0};
     atomic_init(&j.next, 0);
     ob_pool_run(pool, attn_task, &j);
 }

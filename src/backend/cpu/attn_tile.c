@@ -1,0 +1,222 @@
+/* attn_tile.c — the inner loops of tiled attention (cpu_attn.c), one version per instruction set.
+ *
+ * Owns: scores of one query against a block of keys stored transposed (kt[d * ldk + k], f32) and
+ * the P·V accumulation of one query over a block of f32 value rows. The arithmetic of every lane
+ * is fixed and the same in every version, so all give the scalar version's bits:
+ *   s[k] = (fma chain over d = 0..hd-1 of q[d] * kt[d][k], starting at 0) * scale
+ *   o[d] = fma(p[k], v[k][d], o[d]) for k = 0..nk-1 in order.
+ * A query's result depends only on its own data, never on how many queries share the block.
+ * Versions are picked by the kernel table's name (AVX-512 for "avx512*", AVX2 + FMA for "avx2" and
+ * "avx-vnni", plain C otherwise), compiled here with target attributes.
+ * Does not own: the softmax and the loop over blocks (cpu_attn.c).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/attn_tile.h"
+
+/* ---- scalar ---------------------------------------------------------------------------------- */
+
+static float scores_c(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
+    for (int k = 0; k < nk; k++) {
+        float acc = 0;
+        for (int d = 0; d < hd; d++) acc = fmaf(q[d], kt[(size_t)d * ldk + k], acc);
+        s[k] = acc * scale;
+        mx = s[k] > mx ? s[k] : mx;
+    }
+    return mx;
+}
+
+static void pv_c(float *o, const float *p, const float *v, int nk, int hd) {
+    for (int k = 0; k < nk; k++)
+        for (int d = 0; d < hd; d++) o[d] = fmaf(p[k], v[(size_t)k * hd + d], o[d]);
+}
+
+static void transpose_c(const float *src, int nk, int hd, float *dst, int ldk) {
+    for (int k = 0; k < nk; k++)
+        for (int d = 0; d < hd; d++) dst[(size_t)d * ldk + k] = src[(size_t)k * hd + d];
+}
+
+static const ob_attn_tile tile_c = {scores_c, pv_c, transpose_c};
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+/* ---- AVX2 + FMA ------------------------------------------------------------------------------ */
+
+#define T2 __attribute__((target("avx2,fma")))
+
+T2 static float scores_avx2(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
+    int k = 0;
+    __m256 mv = _mm256_set1_ps(mx);
+    for (; k + 32 <= nk; k += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int d = 0; d < hd; d++) {
+            const __m256 qb = _mm256_broadcast_ss(q + d);
+            const float *r = kt + (size_t)d * ldk + k;
+            a0 = _mm256_fmadd_ps(qb, _mm256_loadu_ps(r), a0);
+            a1 = _mm256_fmadd_ps(qb, _mm256_loadu_ps(r + 8), a1);
+            a2 = _mm256_fmadd_ps(qb, _mm256_loadu_ps(r + 16), a2);
+            a3 = _mm256_fmadd_ps(qb, _mm256_loadu_ps(r + 24), a3);
+        }
+        const __m256 sc = _mm256_set1_ps(scale);
+        a0 = _mm256_mul_ps(a0, sc), a1 = _mm256_mul_ps(a1, sc), a2 = _mm256_mul_ps(a2, sc), a3 = _mm256_mul_ps(a3, sc);
+        _mm256_storeu_ps(s + k, a0), _mm256_storeu_ps(s + k + 8, a1);
+        _mm256_storeu_ps(s + k + 16, a2), _mm256_storeu_ps(s + k + 24, a3);
+        mv = _mm256_max_ps(a0, mv), mv = _mm256_max_ps(a1, mv), mv = _mm256_max_ps(a2, mv), mv = _mm256_max_ps(a3, mv);
+    }
+    for (; k + 8 <= nk; k += 8) {
+        __m256 a0 = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d++) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(q + d), _mm256_loadu_ps(kt + (size_t)d * ldk + k), a0);
+        a0 = _mm256_mul_ps(a0, _mm256_set1_ps(scale));
+        _mm256_storeu_ps(s + k, a0);
+        mv = _mm256_max_ps(a0, mv);
+    }
+    float lane[8];
+    _mm256_storeu_ps(lane, mv);
+    for (int i = 0; i < 8; i++) mx = lane[i] > mx ? lane[i] : mx;
+    for (; k < nk; k++) {
+        float acc = 0;
+        for (int d = 0; d < hd; d++) acc = fmaf(q[d], kt[(size_t)d * ldk + k], acc);
+        s[k] = acc * scale;
+        mx = s[k] > mx ? s[k] : mx;
+    }
+    return mx;
+}
+
+T2 static void pv_avx2(float *o, const float *p, const float *v, int nk, int hd) {
+    int d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 o0 = _mm256_loadu_ps(o + d), o1 = _mm256_loadu_ps(o + d + 8), o2 = _mm256_loadu_ps(o + d + 16),
+               o3 = _mm256_loadu_ps(o + d + 24);
+        for (int k = 0; k < nk; k++) {
+            const __m256 pb = _mm256_broadcast_ss(p + k);
+            const float *r = v + (size_t)k * hd + d;
+            o0 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(r), o0);
+            o1 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(r + 8), o1);
+            o2 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(r + 16), o2);
+            o3 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(r + 24), o3);
+        }
+        _mm256_storeu_ps(o + d, o0), _mm256_storeu_ps(o + d + 8, o1);
+        _mm256_storeu_ps(o + d + 16, o2), _mm256_storeu_ps(o + d + 24, o3);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 o0 = _mm256_loadu_ps(o + d);
+        for (int k = 0; k < nk; k++) o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + k), _mm256_loadu_ps(v + (size_t)k * hd + d), o0);
+        _mm256_storeu_ps(o + d, o0);
+    }
+    for (; d < hd; d++)
+        for (int k = 0; k < nk; k++) o[d] = fmaf(p[k], v[(size_t)k * hd + d], o[d]);
+}
+
+static const ob_attn_tile tile_avx2 = {scores_avx2, pv_avx2, transpose_c};
+
+/* ---- AVX-512 --------------------------------------------------------------------------------- */
+
+#define T5 __attribute__((target("avx512f,fma")))
+
+T5 static float scores_avx512(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
+    int k = 0;
+    __m512 mv = _mm512_set1_ps(mx);
+    for (; k + 64 <= nk; k += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int d = 0; d < hd; d++) {
+            const __m512 qb = _mm512_set1_ps(q[d]);
+            const float *r = kt + (size_t)d * ldk + k;
+            a0 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r), a0);
+            a1 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r + 16), a1);
+            a2 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r + 32), a2);
+            a3 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r + 48), a3);
+        }
+        const __m512 sc = _mm512_set1_ps(scale);
+        a0 = _mm512_mul_ps(a0, sc), a1 = _mm512_mul_ps(a1, sc), a2 = _mm512_mul_ps(a2, sc), a3 = _mm512_mul_ps(a3, sc);
+        _mm512_storeu_ps(s + k, a0), _mm512_storeu_ps(s + k + 16, a1);
+        _mm512_storeu_ps(s + k + 32, a2), _mm512_storeu_ps(s + k + 48, a3);
+        mv = _mm512_max_ps(a0, mv), mv = _mm512_max_ps(a1, mv), mv = _mm512_max_ps(a2, mv), mv = _mm512_max_ps(a3, mv);
+    }
+    for (; k < nk; k += 16) { /* masked tail: lanes past nk are neither read nor written */
+        const __mmask16 m = nk - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nk - k)) - 1);
+        __m512 a0 = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d++)
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(m, kt + (size_t)d * ldk + k), a0);
+        a0 = _mm512_mul_ps(a0, _mm512_set1_ps(scale));
+        _mm512_mask_storeu_ps(s + k, m, a0);
+        mv = _mm512_mask_max_ps(mv, m, a0, mv);
+    }
+    float lane[16];
+    _mm512_storeu_ps(lane, mv);
+    for (int i = 0; i < 16; i++) mx = lane[i] > mx ? lane[i] : mx;
+    return mx;
+}
+
+T5 static void pv_avx512(float *o, const float *p, const float *v, int nk, int hd) {
+    int d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        __m512 o0 = _mm512_loadu_ps(o + d), o1 = _mm512_loadu_ps(o + d + 16), o2 = _mm512_loadu_ps(o + d + 32),
+               o3 = _mm512_loadu_ps(o + d + 48);
+        for (int k = 0; k < nk; k++) {
+            const __m512 pb = _mm512_set1_ps(p[k]);
+            const float *r = v + (size_t)k * hd + d;
+            o0 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r), o0);
+            o1 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r + 16), o1);
+            o2 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r + 32), o2);
+            o3 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r + 48), o3);
+        }
+        _mm512_storeu_ps(o + d, o0), _mm512_storeu_ps(o + d + 16, o1);
+        _mm512_storeu_ps(o + d + 32, o2), _mm512_storeu_ps(o + d + 48, o3);
+    }
+    for (; d < hd; d += 16) {
+        const __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
+        __m512 o0 = _mm512_maskz_loadu_ps(m, o + d);
+        for (int k = 0; k < nk; k++)
+            o0 = _mm512_fmadd_ps(_mm512_set1_ps(p[k]), _mm512_maskz_loadu_ps(m, v + (size_t)k * hd + d), o0);
+        _mm512_mask_storeu_ps(o + d, m, o0);
+    }
+}
+
+/* 16 x 16 blocks: 32-bit and 64-bit unpacks within 128-bit lanes, then two rounds of lane shuffles. */
+T5 static void transpose_avx512(const float *src, int nk, int hd, float *dst, int ldk) {
+    int k0 = 0;
+    for (; k0 + 16 <= nk; k0 += 16) {
+        int d0 = 0;
+        for (; d0 + 16 <= hd; d0 += 16) {
+            __m512 r[16], t[16], u[16];
+            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + (size_t)(k0 + i) * hd + d0);
+            for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            for (int g = 0; g < 16; g += 4) {
+                u[g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+                u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g]), _mm512_castps_pd(t[g + 2])));
+                u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+                u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[g + 1]), _mm512_castps_pd(t[g + 3])));
+            }
+            /* u[4g + c], 128-bit lane L: column 4L + c of rows 4g..4g+3 */
+            for (int c = 0; c < 4; c++) {
+                const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+                const __m512 v1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+                float *o = dst + (size_t)(d0 + c) * ldk + k0;
+                _mm512_storeu_ps(o, _mm512_shuffle_f32x4(v0, v1, 0x88));
+                _mm512_storeu_ps(o + (size_t)4 * ldk, _mm512_shuffle_f32x4(w0, w1, 0x88));
+                _mm512_storeu_ps(o + (size_t)8 * ldk, _mm512_shuffle_f32x4(v0, v1, 0xdd));
+                _mm512_storeu_ps(o + (size_t)12 * ldk, _mm512_shuffle_f32x4(w0, w1, 0xdd));
+            }
+        }
+        for (; d0 < hd; d0++)
+            for (int k = k0; k < k0 + 16; k++) dst[(size_t)d0 * ldk + k] = src[(size_t)k * hd + d0];
+    }
+    for (int k = k0; k < nk; k++)
+        for (int d = 0; d < hd; d++) dst[(size_t)d * ldk + k] = src[(size_t)k * hd + d];
+}
+
+static const ob_attn_tile tile_avx512 = {scores_avx512, pv_avx512, transpose_avx512};
+#endif
+
+const ob_attn_tile *ob_attn_tile_scalar(void) { return &tile_c; }
+
+const ob_attn_tile *ob_attn_tile_for(const char *table_name) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    /* a table of that name only exists where its CPU check passed (or a test forced it) */
+    if (table_name && !strncmp(table_name, "avx512", 6)) return &tile_avx512;
+    if (table_name && (!strcmp(table_name, "avx2") || !strcmp(table_name, "avx-vnni"))) return &tile_avx2;
+#endif
+    return &tile_c;
+}
