@@ -85,6 +85,14 @@ OB_SUITE(fuzz_found) {
     CHECK_EQ_INT(status, 400);
     CHECK(strstr(err, "tool_use_id") != NULL);
 
+    /* a tool_result without content leaked the empty string put in its place; it is a tool
+     * turn with empty content */
+    rc = parse(&S, 3, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t9\"}]}]}",
+               &status, err, sizeof err, &prompt);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(prompt && strstr(prompt, "<tool_response>\n\n</tool_response>"));
+    free(prompt);
+
     /* fuzz_request: a chat tool call without "arguments", rendered inline (a template without
      * tool support), leaked an empty object; it renders as {} */
     rc = parse(&S, 0, "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
