@@ -456,7 +456,7 @@ static void gemv_q6_K(const ob_weight *w, int64_t r0, int64_t r1, const ob_q8act
             off[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), av[j]));
         }
         __m512i s[16];
-        for (int i = 0; i < 16; i++) {
+        UNROLL16 for (int i = 0; i < 16; i++) { /* unrolled: +15% (q4_K / q5_K lose 20% so) */
             GEMV_PREFETCH(b, i, 210);
             const uint8_t *blk = rowp[i] + b * 210;
             const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))), lo16);
