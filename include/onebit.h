@@ -197,6 +197,7 @@ typedef struct {
     int32_t max_tokens;      /* <= 0: until the context is full */
     ob_sampler_params sampling;
     int ignore_eos;          /* keep generating past end-of-generation tokens */
+    int32_t min_tokens;      /* end-of-generation tokens are not chosen before this many (vLLM's) */
     int32_t n_probs;         /* top alternatives reported with each token (0..20) */
     const ob_logit_bias *logit_bias; /* copied at submit */
     int32_t n_logit_bias;

@@ -30,7 +30,7 @@ struct ob_req {
     atomic_int cancel;
     /* parameters (owned copies) */
     int32_t *prompt;             /* [n_prompt] */
-    int32_t n_prompt, max_tokens, n_probs, n_bias;
+    int32_t n_prompt, max_tokens, n_probs, n_bias, min_tokens;
     int ignore_eos;
     ob_logit_bias *bias;         /* [n_bias] */
     ob_logits_filter_fn filter;
@@ -227,8 +227,8 @@ static void on_logits(ob_sched_t *s, ob_req_t *r, const float *logits) {
     memcpy(s->work, logits, (size_t)s->n_vocab * sizeof(float));
     for (int i = 0; i < r->n_bias; i++) s->work[r->bias[i].token] += r->bias[i].bias;
     /* ignore_eos: end-of-generation tokens are never chosen (llama-server does the same), so
-     * the text goes on instead of printing end markers. */
-    if (r->ignore_eos)
+     * the text goes on instead of printing end markers; min_tokens: the same until that many. */
+    if (r->ignore_eos || r->n_gen < r->min_tokens)
         for (int i = 0; i < s->n_eog; i++) s->work[s->eog[i]] = -INFINITY;
     if (r->filter) r->filter(r->filter_user, s->work, s->n_vocab);
     int32_t t = ob_sampler_sample(r->sampler, s->work);
@@ -449,6 +449,7 @@ ob_req_t *ob_sched_submit(ob_sched_t *s, const ob_req_params *p, char *err, size
     r->max_tokens = p->max_tokens;
     r->n_probs = p->n_probs;
     r->ignore_eos = p->ignore_eos;
+    r->min_tokens = p->min_tokens;
     r->filter = p->filter;
     r->accept = p->accept;
     r->filter_user = p->filter_user;

@@ -19,6 +19,7 @@ typedef struct {
     char *model;                 /* echoed in replies */
     int stream, include_usage, n, echo, ignore_eos;
     int32_t max_tokens;          /* <= 0: until the context is full */
+    int32_t min_tokens;          /* vLLM's: no end-of-generation token before this many */
     ob_sampler_params sp;
     char **stop;                 /* [n_stop] */
     int n_stop;

@@ -127,6 +127,9 @@ int ob_gen_parse_common(ob_server *S, json_t *b, ob_gen_req *q, char *err, size_
     }
     if (v == 0) return ERR("'max_tokens' must be at least 1");
     q->max_tokens = (int32_t)v;
+    long long mt = 0;
+    if (json_int(b, "min_tokens", 0, 1LL << 30, &mt, err, errlen)) return -1;
+    q->min_tokens = (int32_t)mt;
     double d;
     d = q->sp.temp; if (ob_json_num(b, "temperature", 0, 100, &d, err, errlen)) return -1; q->sp.temp = (float)d;
     d = q->sp.top_p; if (ob_json_num(b, "top_p", 0, 1, &d, err, errlen)) return -1; q->sp.top_p = (float)d;
@@ -619,6 +622,7 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
         p.n_prompt = g->q.n_prompt;
         p.max_tokens = g->q.max_tokens;
         p.ignore_eos = g->q.ignore_eos;
+        p.min_tokens = g->q.min_tokens;
         p.sampling = g->q.sp;
         p.sampling.seed = g->q.sp.seed + (uint64_t)i;
         p.n_probs = g->q.logprobs ? g->q.top_logprobs : 0;
