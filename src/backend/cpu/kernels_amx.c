@@ -7,8 +7,11 @@
  * so one TDPBSUD (s8 activations x u8 codes) computes a 16 tokens x 16 rows block of integer
  * sums over up to 64 elements. Each block's (or sub-block's) sums are stored and finished with
  * AVX-512 exactly as kernels.h's formula says, so results are bit-identical to every other table;
- * the remaining tokens (fewer than 16) go through the AVX-512 VNNI tiles.
- * Does not own: decode kernels, packing and everything else (the AVX-512 table's).
+ * the remaining tokens (fewer than 16) go through the AVX-512 VNNI tiles. q4_K and q5_K have their
+ * own panels (pack_kq: sub-block scales folded into two code planes) and kernel (amx_kq), which
+ * also takes the remaining tokens, with tiles of fewer rows.
+ * Does not own: decode kernels, packing other than pack_kq's step and everything else (the
+ * AVX-512 table's).
  */
 #include <pthread.h>
 #include <string.h>
@@ -34,12 +37,12 @@ typedef struct {
 /* Tiles: 0-3 = C (16 tokens x 16 rows int32; C[2g + j] for token group g, panel j), 4-5 = A
  * (16 tokens x kc bytes, group g), 6-7 = B (kc/4 lines of 64 bytes, panel j). Four independent
  * accumulators keep the tile unit busy: one TDPBSUD's latency is several times its issue rate. */
-static void configure(int kc) {
+static void configure(int kc, int rows) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int i = 0; i < 4; i++) c.rows[i] = 16, c.colsb[i] = 64;
-    for (int i = 4; i < 6; i++) c.rows[i] = 16, c.colsb[i] = (uint16_t)kc;
+    for (int i = 0; i < 4; i++) c.rows[i] = (uint8_t)rows, c.colsb[i] = 64;
+    for (int i = 4; i < 6; i++) c.rows[i] = (uint8_t)rows, c.colsb[i] = (uint16_t)kc;
     for (int i = 6; i < 8; i++) c.rows[i] = (uint8_t)(kc / 4), c.colsb[i] = 64;
     /* not _tile_loadconfig: GCC 12's macro tells the compiler only 8 bytes are read, and -O2 then
      * drops the stores that fill the rest of the configuration */
@@ -135,7 +138,7 @@ INLINE void block(const int QB, const int SB, const int OFF, const int SC, const
 
 INLINE void run(const int QB, const int SB, const int OFF, const int SC, const int MN, const ob_kfmt *f, const ob_panel *p,
                 int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
-    configure(SB < 64 ? SB : 64);
+    configure(SB < 64 ? SB : 64, 16);
     const int tfull = t0 + (t1 - t0) / 16 * 16;
     for (int i = 0; i < np; i += 2) {
         float *yp = y + (int64_t)i * 16;
@@ -163,17 +166,123 @@ RUN_FMT(amx_b32, 32, 32, 1, 0, 0)
 RUN_FMT(amx_m32, 32, 32, 0, 0, 1)
 RUN_FMT(amx_b128, 128, 128, 1, 0, 0)
 RUN_FMT(amx_b256, 256, 256, 1, 0, 0)
-RUN_FMT(amx_k4, 256, 32, 0, 1, 1)
 RUN_FMT(amx_x4, 256, 32, 1, 1, 0)
 RUN_FMT(amx_k2, 256, 16, 0, 1, 1)
 RUN_FMT(amx_k6, 256, 16, 1, 1, 0)
+
+/* ---- q4_K and q5_K: sub-block scales folded into the weights --------------------------------
+ * Their pack (pack_kq) stores code * (sc & 7) in codes and code * (sc >> 3) in codes2 (at most
+ * 31 * 7 = 217: still unsigned bytes), so over a whole 256-element block
+ *     isum = sum_j sc_j * sum_k code_k a_k = C_lo + 8 * C_hi,
+ * the same exact integer as kernels.h's, from two tiles at full depth (64 per TDPBSUD) and no
+ * per-sub-block work. The mins' sum_j mn_j * ac_j is 4 vpdpwssd per token on 16-bit pairs (mn <=
+ * 63, |ac| <= 32 * 127): mn holds (mn_2i | mn_2i+1 << 16) per row after pack_kq. Tiles: C 2g (lo)
+ * and 2g+1 (hi) for token group g, A 4-5, B 6 (lo) and 7 (hi). A group of fewer than 16 tokens
+ * runs with tiles configured to that many rows. */
+
+INLINE void kq_block(const int TG, const ob_panel *p, const ob_q8act *a, int t, int rows, float *y, int64_t ldy) {
+    const int64_t k = a->k, nb = k / 256, nsb = k / 32;
+    _Alignas(64) int32_t cbuf[4][256];
+    _Alignas(64) float fbuf[2][256];
+    _Alignas(16) int32_t acp[32][4];
+    memset(fbuf, 0, sizeof fbuf);
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *a0 = a->qs + (size_t)t * k + b * 256, *a1 = a0 + (size_t)16 * k;
+        const uint8_t *lo = p->codes + b * 256 * 16, *hi = p->codes2 + b * 256 * 16;
+        _tile_zero(0);
+        _tile_zero(1);
+        if (TG > 1) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+        for (int c = 0; c < 256; c += 64) {
+            _tile_loadd(4, a0 + c, k);
+            if (TG > 1) _tile_loadd(5, a1 + c, k);
+            _tile_loadd(6, lo + c * 16, 64);
+            _tile_loadd(7, hi + c * 16, 64);
+            _tile_dpbsud(0, 4, 6);
+            _tile_dpbsud(1, 4, 7);
+            if (TG > 1) {
+                _tile_dpbsud(2, 5, 6);
+                _tile_dpbsud(3, 5, 7);
+            }
+        }
+        _tile_stored(0, cbuf[0], 64);
+        _tile_stored(1, cbuf[1], 64);
+        if (TG > 1) {
+            _tile_stored(2, cbuf[2], 64);
+            _tile_stored(3, cbuf[3], 64);
+        }
+        const int nt = 16 * (TG - 1) + rows;
+        for (int m = 0; m < nt; m++) /* activation sums of the block's 8 sub-blocks as 16-bit pairs */
+            _mm_store_si128((__m128i *)acp[m], _mm256_cvtepi32_epi16(_mm256_loadu_si256((const __m256i *)(a->ac + (size_t)(t + m) * nsb + b * 8))));
+        const __m512 dw = _mm512_load_ps(p->dw + b * 16), dm = _mm512_load_ps(p->dm + b * 16);
+        const __m512i mn0 = _mm512_load_si512(p->mn + b * 64), mn1 = _mm512_load_si512(p->mn + b * 64 + 16),
+                      mn2 = _mm512_load_si512(p->mn + b * 64 + 32), mn3 = _mm512_load_si512(p->mn + b * 64 + 48);
+        for (int g = 0; g < TG; g++)
+            for (int m = 0; m < (g == TG - 1 ? rows : 16); m++) {
+                const int i = 16 * g + m;
+                const float da = a->d[(size_t)(t + i) * nb + b];
+                const __m512i isum = _mm512_add_epi32(_mm512_load_si512(cbuf[2 * g] + 16 * m),
+                                                      _mm512_slli_epi32(_mm512_load_si512(cbuf[2 * g + 1] + 16 * m), 3));
+                __m512i s = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn0, _mm512_set1_epi32(acp[i][0]));
+                s = _mm512_dpwssd_epi32(s, mn1, _mm512_set1_epi32(acp[i][1]));
+                s = _mm512_dpwssd_epi32(s, mn2, _mm512_set1_epi32(acp[i][2]));
+                s = _mm512_dpwssd_epi32(s, mn3, _mm512_set1_epi32(acp[i][3]));
+                float *fb = fbuf[g] + 16 * m;
+                _mm512_store_ps(fb, kstep(kstep(_mm512_load_ps(fb), isum, dw, da), s, dm, da));
+            }
+    }
+    const __mmask16 sm = (__mmask16)((1u << p->nr) - 1);
+    const __m512 ts = _mm512_set1_ps(p->scale);
+    for (int g = 0; g < TG; g++)
+        for (int m = 0; m < (g == TG - 1 ? rows : 16); m++)
+            _mm512_mask_storeu_ps(y + (int64_t)(16 * g + m) * ldy, sm, _mm512_mul_ps(_mm512_load_ps(fbuf[g] + 16 * m), ts));
+}
+
+static void amx_kq(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    configure(64, 16);
+    const int tfull = t0 + (t1 - t0) / 16 * 16;
+    for (int i = 0; i < np; i++) {
+        float *yp = y + (int64_t)i * 16;
+        int t = t0;
+        for (; t + 32 <= tfull; t += 32) kq_block(2, p + i, a, t, 16, yp + (int64_t)(t - t0) * ldy, ldy);
+        if (t < tfull) kq_block(1, p + i, a, t, 16, yp + (int64_t)(t - t0) * ldy, ldy);
+    }
+    if (tfull < t1) {
+        configure(64, t1 - tfull);
+        for (int i = 0; i < np; i++) kq_block(1, p + i, a, tfull, t1 - tfull, y + (int64_t)(tfull - t0) * ldy + (int64_t)i * 16, ldy);
+    }
+}
+
+/* The AVX-512 panel, then code * (sc & 7) into codes and code * (sc >> 3) into codes2: a 16-bit
+ * multiply by the scale (in both halves of each row's dword) multiplies both bytes of a word
+ * exactly, as no product reaches 256. Then the mins as 16-bit pairs, in place. */
+static void pack_kq(const ob_weight *w, int64_t r0, ob_panel *p) {
+    ob_kernels_avx512_table()->pack[w->type](w, r0, p);
+    const int64_t nsb = w->n_in / 32;
+    for (int64_t j = 0; j < nsb; j++) {
+        const __m512i sc = _mm512_load_si512(p->sc + j * 16);
+        const __m512i slo = _mm512_and_si512(sc, _mm512_set1_epi32(7)), shi = _mm512_srli_epi32(sc, 3);
+        const __m512i wlo = _mm512_or_si512(slo, _mm512_slli_epi32(slo, 16)), whi = _mm512_or_si512(shi, _mm512_slli_epi32(shi, 16));
+        for (int l = 0; l < 8; l++) {
+            const size_t o = (size_t)(j * 8 + l) * 64;
+            const __m512i c = _mm512_load_si512(p->codes + o);
+            _mm512_store_si512(p->codes + o, _mm512_mullo_epi16(c, wlo));
+            _mm512_store_si512(p->codes2 + o, _mm512_mullo_epi16(c, whi));
+        }
+    }
+    for (int64_t j = 0; j < nsb / 2; j++) /* reads 2j and 2j + 1, never below j: in place is safe */
+        _mm512_store_si512(p->mn + j * 16, _mm512_or_si512(_mm512_load_si512(p->mn + 2 * j * 16),
+                                                           _mm512_slli_epi32(_mm512_load_si512(p->mn + (2 * j + 1) * 16), 16)));
+}
 
 /* the same format classes as kernels_avx512.c's gemm */
 static void gemm_np(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
     if (f->qb == 32) (f->has_mn ? amx_m32 : amx_b32)(f, p, np, a, t0, t1, y, ldy);
     else if (f->qb == 128) amx_b128(f, p, np, a, t0, t1, y, ldy);
     else if (!f->has_sc) amx_b256(f, p, np, a, t0, t1, y, ldy);
-    else if (f->sb == 32) (f->has_mn ? amx_k4 : amx_x4)(f, p, np, a, t0, t1, y, ldy);
+    else if (f->sb == 32) (f->has_mn ? amx_kq : amx_x4)(f, p, np, a, t0, t1, y, ldy);
     else (f->has_mn ? amx_k2 : amx_k6)(f, p, np, a, t0, t1, y, ldy);
 }
 
@@ -189,6 +298,8 @@ static void table_init(void) {
     table.name = "avx512-amx";
     table.gemm = gemm;
     table.gemm_np = gemm_np;
+    table.pack[OB_TYPE_Q4_K] = pack_kq; /* the panels amx_kq reads */
+    table.pack[OB_TYPE_Q5_K] = pack_kq;
 }
 
 const ob_kernels *ob_kernels_amx_table(void) {
