@@ -9,7 +9,8 @@
 cd "$(dirname "$0")/../.."
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
 M=/tmp/m; mkdir -p $M
-(
+# LLAMA=0: models of the 1-2B shapes only (no llama.cpp build, no 8B files), for a quick call.
+[ "${LLAMA:-1}" = 1 ] && (
   Z=zstd; command -v zstd >/dev/null || Z="env LD_LIBRARY_PATH=.peer/zstd .peer/zstd/zstd"
   $Z -dc .peer/llama.tar.zst | tar xf - -C /tmp && cd /tmp/llsrc && unset C_INCLUDE_PATH LIBRARY_PATH LD_LIBRARY_PATH &&
   nice -n 10 cmake -B b -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
@@ -21,8 +22,10 @@ r() { [ -f $M/$2 ] || nice -n 5 $OB convert --random bench/configs/$1 -o $M/$2 -
 r llama-3.2-1b.json l1b-f16.gguf f16
 for t in Q4_0 Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l1b-f16.gguf $M/l1b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize $t failed"; done
 for t in tq2_0 tq1_0 i2_s q4_0; do r bitnet-2b-llamacpp-arch.json bn-$t.gguf $t; done
-r llama-3.1-8b.json l8b-f16.gguf f16
-for t in Q4_K_M Q8_0 Q4_0; do nice -n 5 $OB quantize $M/l8b-f16.gguf $M/l8b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize 8B $t failed"; done
+if [ "${LLAMA:-1}" = 1 ]; then
+  r llama-3.1-8b.json l8b-f16.gguf f16
+  for t in Q4_K_M Q8_0 Q4_0; do nice -n 5 $OB quantize $M/l8b-f16.gguf $M/l8b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize 8B $t failed"; done
+fi
 ls -la $M
 wait
 echo "setup done"

@@ -4,6 +4,7 @@
 # h200_bench.sh on the same machine. Then, by the argument:
 #   probe    tg128/pp512 with recorded steps (CUDA graphs) off and on (OB_CUDA_GRAPH=0/1)
 #   profile  per-op GPU times of decode (OB_CUDA_PROFILE=1, eager launches) on three models
+#   quick    tg128/pp512 of four files, then the profile of two (with LLAMA=0: no llama.cpp build)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
 cd "$(dirname "$0")/../.."
@@ -12,7 +13,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 mkdir -p /tmp/deps && tar xJf .gpu/deps.tar.xz -C /tmp/deps
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
 make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
-[ -f /tmp/bg.log ] || setsid nohup sh bench/cuda/h200_setup.sh >/tmp/bg.log 2>&1 < /dev/null &
+[ -f /tmp/bg.log ] || LLAMA=${LLAMA:-1} setsid nohup sh bench/cuda/h200_setup.sh >/tmp/bg.log 2>&1 < /dev/null &
 /usr/local/cuda/bin/nvcc -O2 -o build/copybw bench/cuda/copybw.cu && ./build/copybw | tee $OUT/copybw.txt
 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
 M=/tmp/m
@@ -25,6 +26,12 @@ probe)
     waitfor bn-tq1_0.gguf # after bn-tq2_0
     for g in 0 1; do OB_CUDA_GRAPH=$g ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|rror" | sed "s/^/graph=$g /"; done | tee -a $OUT/probe.txt ;;
+quick)
+    waitfor l1b-Q8_0.gguf
+    for f in l1b-Q4_0 l1b-Q4_K_M l1b-f16; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/quick.txt
+    waitfor bn-tq1_0.gguf
+    ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/bn-tq2_0 /" | tee -a $OUT/quick.txt
+    for f in l1b-Q4_0 bn-tq2_0; do OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -30 | tee $OUT/prof-$f.txt; done ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512

@@ -117,6 +117,17 @@ struct ob_backend {
      * failed, so that nothing ran and the caller must issue the ops again. */
     int (*graph_begin)(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n);
     int (*graph_end)(ob_backend *b);
+
+    /* Optional fused ops (NULL: the engine issues the plain ops they stand for). Each gives the
+     * same results as the backend's own plain ops, in fewer launches. */
+    /* y[n][w->n_out] += x[n][w->n_in] . W^T (matmul, then add: the residual connections). */
+    void (*matmul_add)(ob_backend *b, const ob_weight *w, const float *x, float *y, int n);
+    /* ys[i] = x . ws[i]^T for i < count (count <= 3): weights sharing one input, e.g. Q, K and V. */
+    void (*matmul_multi)(ob_backend *b, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
+    /* gate[n][g->n_out] = act(x . G^T) * (x . U^T) (two matmuls, then glu); up is scratch of the
+     * same size that the backend may overwrite. */
+    void (*matmul_glu)(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
+                       float *up, int n);
 };
 
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with

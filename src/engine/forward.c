@@ -231,6 +231,18 @@ static void maybe_act_quant(ob_ctx_t *c, const char *name, int il, float *x, int
     observe(c, name, il, x, n, dim);
 }
 
+/* x += in . W^T: a projection added to the residual stream (through h when the backend has no
+ * fused form). */
+static void matmul_residual(ob_ctx_t *c, const ob_weight *w, const float *in, int n) {
+    ob_backend *be = c->be;
+    if (be->matmul_add) {
+        be->matmul_add(be, w, in, c->x, n);
+        return;
+    }
+    be->matmul(be, w, in, c->h, n);
+    be->add(be, c->x, c->h, (size_t)n * c->m->hp.n_embd);
+}
+
 static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const int32_t *seq) {
     ob_model_t *m = c->m;
     ob_backend *be = c->be;
@@ -240,9 +252,15 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
 
     be->rmsnorm(be, c->x, L->attn_norm, c->h, n, d, hp->eps);
     maybe_act_quant(c, "qkv_in", il, c->h, n, d);
-    be->matmul(be, &L->wq, c->h, c->q, n);
-    be->matmul(be, &L->wk, c->h, c->k, n);
-    be->matmul(be, &L->wv, c->h, c->v, n);
+    if (be->matmul_multi) {
+        const ob_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+        float *ys[3] = {c->q, c->k, c->v};
+        be->matmul_multi(be, ws, ys, 3, c->h, n);
+    } else {
+        be->matmul(be, &L->wq, c->h, c->q, n);
+        be->matmul(be, &L->wk, c->h, c->k, n);
+        be->matmul(be, &L->wv, c->h, c->v, n);
+    }
     if (L->bq) be->add_bias(be, c->q, L->bq, n, qd);
     if (L->bk) be->add_bias(be, c->k, L->bk, n, kvd);
     if (L->bv) be->add_bias(be, c->v, L->bv, n, kvd);
@@ -258,18 +276,20 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     be->attention(be, &a);
     if (L->attn_sub_norm) be->rmsnorm(be, c->att, L->attn_sub_norm, c->att, n, qd, hp->eps);
     maybe_act_quant(c, "o_in", il, c->att, n, qd);
-    be->matmul(be, &L->wo, c->att, c->h, n);
-    be->add(be, c->x, c->h, (size_t)n * d);
+    matmul_residual(c, &L->wo, c->att, n);
 
     be->rmsnorm(be, c->x, L->ffn_norm, c->h, n, d, hp->eps);
     maybe_act_quant(c, "ffn_in", il, c->h, n, d);
-    be->matmul(be, &L->ffn_gate, c->h, c->gate, n);
-    be->matmul(be, &L->ffn_up, c->h, c->up, n);
-    be->glu(be, m->arch->ffn_act, c->gate, c->up, (size_t)n * hp->n_ff);
+    if (be->matmul_glu) {
+        be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n);
+    } else {
+        be->matmul(be, &L->ffn_gate, c->h, c->gate, n);
+        be->matmul(be, &L->ffn_up, c->h, c->up, n);
+        be->glu(be, m->arch->ffn_act, c->gate, c->up, (size_t)n * hp->n_ff);
+    }
     if (L->ffn_sub_norm) be->rmsnorm(be, c->gate, L->ffn_sub_norm, c->gate, n, hp->n_ff, hp->eps);
     maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
-    be->matmul(be, &L->ffn_down, c->gate, c->h, n);
-    be->add(be, c->x, c->h, (size_t)n * d);
+    matmul_residual(c, &L->ffn_down, c->gate, n);
     observe(c, "l_out", il, c->x, n, d);
 }
 

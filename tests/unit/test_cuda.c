@@ -7,6 +7,8 @@
  *    the exact dot products of the dequantized weights (format/quant_tensor's reference) in
  *    double; every output is poisoned with NaN first, so an unwritten one fails;
  *  - get_rows of every type, exactly;
+ *  - the fused ops (matmul_add, matmul_multi, matmul_glu) against the plain ops they stand for,
+ *    bit for bit, on both matmul paths and the fallback kernel;
  *  - rmsnorm, rope (both styles, partial rotation, llama3 frequency factors), kv_write (f32,
  *    f16, q8_0 rows byte for byte), attention (each cache type, GQA, several sequences, long
  *    contexts that take the split-over-the-sequence path), add, add_bias, glu, act_quant_i8
@@ -175,6 +177,96 @@ static void test_matmul_types(ob_backend *g) {
     }
 }
 
+/* ---- fused ops: the same bits as the plain ops they stand for ------------------------- */
+
+static ob_weight fused_weight(ob_backend *g, int type, int64_t n_in, int64_t n_out) {
+    size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
+    float *wf = randf((size_t)(n_in * n_out), 0.5f);
+    void *wq = malloc(wbytes);
+    CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
+    ob_weight w = {g->upload(g, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), ob_tensor_scale(type, wq, n_in, n_out)};
+    free(wf);
+    free(wq);
+    return w;
+}
+
+static float *dev_get(ob_backend *g, const void *dev, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    g->download(g, h, dev, n * sizeof(float));
+    return h;
+}
+
+static void cmp_exact(ob_backend *g, const void *a, const void *b, size_t n, const char *what, int type, int tokens) {
+    float *ha = dev_get(g, a, n), *hb = dev_get(g, b, n);
+    double d = max_abs_diff(ha, hb, n);
+    if (d != 0 || ob_test_verbose) fprintf(stderr, "  cuda %-12s %-7s n=%-3d max|diff| %.3g (must be 0)\n", what, ob_type_get(type)->name, tokens, d);
+    CHECK(d == 0);
+    free(ha);
+    free(hb);
+}
+
+/* matmul_add, matmul_multi (one type, and mixed types as Q4_K_M files have) and matmul_glu
+ * against matmul + add / three matmuls / two matmuls + glu, for token counts on both paths. */
+static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_t n_out) {
+    static const int ns[] = {1, 3, 8, 17, 40};
+    ob_weight w[3] = {fused_weight(g, type, n_in, n_out), fused_weight(g, type, n_in, n_out / 4 + 1),
+                      fused_weight(g, type2, n_in, n_out / 4 + 1)};
+    ob_weight up = fused_weight(g, type, n_in, n_out);
+    for (int k = 0; k < 5; k++) {
+        int n = ns[k];
+        size_t nx = (size_t)n * n_in, ny = (size_t)n * n_out;
+        float *x = randf(nx, 1.0f), *y0 = randf(ny, 1.0f);
+        void *dx = dev_copy(g, x, nx * 4), *da = dev_copy(g, y0, ny * 4), *db = dev_copy(g, y0, ny * 4), *dt = dev_nan(g, ny);
+        g->matmul_add(g, &w[0], dx, da, n);
+        g->matmul(g, &w[0], dx, dt, n);
+        g->add(g, db, dt, ny);
+        cmp_exact(g, da, db, ny, "matmul_add", type, n);
+        const ob_weight *ws[3] = {&w[0], &w[1], &w[2]};
+        float *ya[3], *yb[3];
+        for (int i = 0; i < 3; i++) {
+            ya[i] = dev_nan(g, (size_t)n * w[i].n_out);
+            yb[i] = dev_nan(g, (size_t)n * w[i].n_out);
+            g->matmul(g, &w[i], dx, yb[i], n);
+        }
+        g->matmul_multi(g, ws, ya, 3, dx, n);
+        for (int i = 0; i < 3; i++) {
+            cmp_exact(g, ya[i], yb[i], (size_t)n * w[i].n_out, "matmul_multi", w[i].type, n);
+            g->dealloc(g, ya[i]);
+            g->dealloc(g, yb[i]);
+        }
+        for (int act = 0; act < 2; act++) {
+            void *gate = dev_nan(g, ny), *upb = dev_nan(g, ny), *gate2 = dev_nan(g, ny), *up2 = dev_nan(g, ny);
+            g->matmul_glu(g, (ob_act)act, &w[0], &up, dx, gate, upb, n);
+            g->matmul(g, &w[0], dx, gate2, n);
+            g->matmul(g, &up, dx, up2, n);
+            g->glu(g, (ob_act)act, gate2, up2, ny);
+            cmp_exact(g, gate, gate2, ny, act ? "glu relu2" : "glu silu", type, n);
+            void *bufs[] = {gate, upb, gate2, up2};
+            for (int i = 0; i < 4; i++) g->dealloc(g, bufs[i]);
+        }
+        void *bufs[] = {dx, da, db, dt};
+        for (int i = 0; i < 4; i++) g->dealloc(g, bufs[i]);
+        free(x);
+        free(y0);
+    }
+    for (int i = 0; i < 3; i++) g->dealloc(g, (void *)w[i].data);
+    g->dealloc(g, (void *)up.data);
+}
+
+static void test_fused(ob_backend *g) {
+    CHECK(g->matmul_add && g->matmul_multi && g->matmul_glu);
+    if (!g->matmul_add || !g->matmul_multi || !g->matmul_glu) return;
+    check_fused(g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 512, 300);
+    check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q4_K, 2048, 257);
+    check_fused(g, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, 768, 129);
+    check_fused(g, OB_TYPE_I2_S, OB_TYPE_I2_S, 640, 70);
+    check_fused(g, OB_TYPE_F16, OB_TYPE_Q8_0, 1024, 96);
+    check_fused(g, OB_TYPE_F32, OB_TYPE_F16, 77, 33);          /* odd rows: the fallback kernel */
+    check_fused(g, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 14336, 40);     /* long rows: one per block */
+    check_fused(g, OB_TYPE_F32, OB_TYPE_F32, 12288, 9);        /* rows too long to stage: fallback */
+    if (g->supports(g, OB_TYPE_LEAN4)) check_fused(g, OB_TYPE_LEAN4, OB_TYPE_LEAN4, 512, 65);
+}
+
 /* ---- row ops against the CPU backend ------------------------------------------------- */
 
 static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, double tol, const char *what) {
@@ -316,6 +408,7 @@ OB_SUITE(cuda_kernels) {
     CHECK(c->init(c, &o, err, sizeof err) == 0);
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
+    test_fused(g);
     test_row_ops(g, c);
     test_rope(g, c);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};

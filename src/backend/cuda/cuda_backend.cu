@@ -153,7 +153,7 @@ static void cu_free(ob_backend *b) {
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->attn_part};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->ytmp, s->attn_part};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -187,8 +187,9 @@ static void cu_dealloc(ob_backend *b, void *p) {
     cudaFree(p);
 }
 
+/* Weights get 16 spare bytes: the staged matmul (cuda_gemv.cu) copies whole 16-byte words. */
 static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
-    void *p = cu_alloc(b, size);
+    void *p = cu_alloc(b, size + 16);
     if (!p) return NULL;
     if (cudaMemcpy(p, host, size, cudaMemcpyHostToDevice) != cudaSuccess) {
         cu_dealloc(b, p);
@@ -220,6 +221,36 @@ static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, floa
         snprintf(name, sizeof name, "matmul %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
                  n == 1 ? "=1" : n <= 8 ? "<=8" : n <= 32 ? "<=32" : ">32");
     PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul(s, w, x, y, n));
+}
+
+static void cu_op_matmul_add(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
+    cu_state *s = st(b);
+    char name[80] = "";
+    if (s->prof)
+        snprintf(name, sizeof name, "matmul+add %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
+                 n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul_add(s, w, x, y, n));
+}
+
+static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
+    cu_state *s = st(b);
+    char name[80] = "";
+    double bytes = 0;
+    for (int i = 0; i < count; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
+    if (s->prof)
+        snprintf(name, sizeof name, "matmul x%d %s %lld n%s", count, ob_type_name(ws[0]->type), (long long)ws[0]->n_in,
+                 n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    PROF(s, name, bytes, cu_matmul_multi(s, ws, ys, count, x, n));
+}
+
+static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
+                             float *up, int n) {
+    cu_state *s = st(b);
+    char name[80] = "";
+    if (s->prof)
+        snprintf(name, sizeof name, "matmul+glu %s %lldx%lld n%s", ob_type_name(g->type), (long long)g->n_in, (long long)g->n_out,
+                 n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
@@ -331,5 +362,8 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->sync = cu_op_sync;
     b->graph_begin = cu_op_graph_begin;
     b->graph_end = cu_op_graph_end;
+    b->matmul_add = cu_op_matmul_add;
+    b->matmul_multi = cu_op_matmul_multi;
+    b->matmul_glu = cu_op_matmul_glu;
     return b;
 }

@@ -30,6 +30,9 @@ typedef struct {
     cudaEvent_t done; /* the copy out of host has finished: host may be rewritten */
 } cu_idx_slot;
 
+#define CU_GEMV_MAX 32  /* tokens up to which matmul runs the fused decode kernels (above: tensor cores) */
+#define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
+
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
 #define CU_GRAPH_MAX_N 32 /* tokens up to which a step is recorded: the fused matmul path only */
 
@@ -62,6 +65,8 @@ typedef struct {
     size_t xconv_cap;
     float *xrot;           /* [xrot_cap floats]: activations rotated for lean4 weights */
     size_t xrot_cap;
+    float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
+    size_t ytmp_cap;
     float *attn_part;      /* [attn_cap floats]: flash-decoding partial results */
     size_t attn_cap;
     void **allocs;         /* every live device allocation (uploads are freed with the backend) */
@@ -104,6 +109,16 @@ void cu_prof_report(cu_state *s);
 int cu_matmul_supports(int type);
 void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 void cu_get_rows(cu_state *s, const ob_weight *w, const int32_t *ids, int n, float *y);
+/* the fused ops of backend.h (matmul_add, matmul_multi with count <= CU_MULTI_MAX, matmul_glu) */
+void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
+void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
+void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n);
+
+/* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
+ * lean4); each returns 0 without launching anything when the weights do not suit it */
+int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
+int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
+int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n);
 
 /* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);

@@ -23,7 +23,6 @@
 #include "backend/cuda/cuda_quant.cuh"
 
 #define MM_THREADS 128
-#define MM_GEMV_MAX 32 /* tokens up to which the fused kernel beats dequantize + tensor cores */
 
 /* ---- fused dequantize-dot: NT tokens x ROWS rows per block ---------------------------- */
 
@@ -170,22 +169,6 @@ __global__ void k_lean_rotate(const float *x, float *out, int64_t n_blocks) {
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 
-/* One switch over the types every path handles: F(T) is instantiated per type. */
-#define CU_FOR_TYPE(type, F)                                                                   \
-    switch (type) {                                                                            \
-    case OB_TYPE_F32: F(OB_TYPE_F32); break;       case OB_TYPE_F16: F(OB_TYPE_F16); break;     \
-    case OB_TYPE_BF16: F(OB_TYPE_BF16); break;     case OB_TYPE_Q4_0: F(OB_TYPE_Q4_0); break;   \
-    case OB_TYPE_Q4_1: F(OB_TYPE_Q4_1); break;     case OB_TYPE_Q5_0: F(OB_TYPE_Q5_0); break;   \
-    case OB_TYPE_Q5_1: F(OB_TYPE_Q5_1); break;     case OB_TYPE_Q8_0: F(OB_TYPE_Q8_0); break;   \
-    case OB_TYPE_Q2_K: F(OB_TYPE_Q2_K); break;     case OB_TYPE_Q3_K: F(OB_TYPE_Q3_K); break;   \
-    case OB_TYPE_Q4_K: F(OB_TYPE_Q4_K); break;     case OB_TYPE_Q5_K: F(OB_TYPE_Q5_K); break;   \
-    case OB_TYPE_Q6_K: F(OB_TYPE_Q6_K); break;     case OB_TYPE_IQ4_NL: F(OB_TYPE_IQ4_NL); break; \
-    case OB_TYPE_IQ4_XS: F(OB_TYPE_IQ4_XS); break; case OB_TYPE_TQ1_0: F(OB_TYPE_TQ1_0); break; \
-    case OB_TYPE_TQ2_0: F(OB_TYPE_TQ2_0); break;   case OB_TYPE_I2_S: F(OB_TYPE_I2_S); break;   \
-    case OB_TYPE_MXFP4: F(OB_TYPE_MXFP4); break;   case OB_TYPE_LEAN4: F(OB_TYPE_LEAN4); break; \
-    default: fprintf(stderr, "cuda backend: weight type %d reached a kernel without support\n", type); abort(); \
-    }
-
 int cu_matmul_supports(int type) {
     switch (type) {
     case OB_TYPE_F32: case OB_TYPE_F16: case OB_TYPE_BF16: case OB_TYPE_Q4_0: case OB_TYPE_Q4_1: case OB_TYPE_Q5_0:
@@ -209,15 +192,21 @@ static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void
                   "cublasGemmEx");
 }
 
-void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
-    if (w->type == OB_TYPE_LEAN4) {
-        size_t need = (size_t)n * (size_t)w->n_in;
-        cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
-        k_lean_rotate<<<(unsigned)(need / 128), 128, 0, s->stream>>>(x, s->xrot, (int64_t)(need / 128));
-        CU_LAUNCHED("lean4 rotate");
-        x = s->xrot;
-    }
-    if (n <= MM_GEMV_MAX) {
+/* x as the weight's dot products need it: lean4 rows are stored rotated, so x is rotated the
+ * same way (into scratch shared by every lean4 weight of the same input). */
+static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, int n) {
+    if (w->type != OB_TYPE_LEAN4) return x;
+    size_t need = (size_t)n * (size_t)w->n_in;
+    cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
+    k_lean_rotate<<<(unsigned)(need / 128), 128, 0, s->stream>>>(x, s->xrot, (int64_t)(need / 128));
+    CU_LAUNCHED("lean4 rotate");
+    return s->xrot;
+}
+
+/* y = x . W^T with x already as mm_input gives it. */
+static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
+    if (n <= CU_GEMV_MAX) {
+        if (cu_gemv(s, w, x, y, n, 0)) return;
 #define GEMV(T) gemv_type<T>(s, w, x, y, n)
         CU_FOR_TYPE(w->type, GEMV)
 #undef GEMV
@@ -241,6 +230,42 @@ void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n)
         W = s->wdeq;
     }
     gemm_blas(s, w, W, s->xconv, bf ? CUDA_R_16BF : CUDA_R_16F, y, n);
+}
+
+void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n) { mm_core(s, w, mm_input(s, w, x, n), y, n); }
+
+void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
+    x = mm_input(s, w, x, n);
+    if (n <= CU_GEMV_MAX && cu_gemv(s, w, x, y, n, 1)) return;
+    size_t ny = (size_t)n * (size_t)w->n_out;
+    cu_reserve(s, (void **)&s->ytmp, &s->ytmp_cap, ny * sizeof(float));
+    mm_core(s, w, x, s->ytmp, n);
+    cu_add(s, y, s->ytmp, ny);
+}
+
+void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
+    int done[CU_MULTI_MAX] = {0};
+    for (int i = 0; i < count; i++) {
+        if (done[i]) continue;
+        const ob_weight *gw[CU_MULTI_MAX];
+        float *gy[CU_MULTI_MAX];
+        int k = 0;
+        for (int j = i; j < count; j++) /* the weights of i's type and row length go together */
+            if (!done[j] && ws[j]->type == ws[i]->type && ws[j]->n_in == ws[i]->n_in) {
+                gw[k] = ws[j];
+                gy[k++] = ys[j];
+                done[j] = 1;
+            }
+        if (k > 1 && n <= CU_GEMV_MAX && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
+        for (int j = 0; j < k; j++) cu_matmul(s, gw[j], x, gy[j], n);
+    }
+}
+
+void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n) {
+    if (n <= CU_GEMV_MAX && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
+    cu_matmul(s, g, x, gate, n);
+    cu_matmul(s, u, x, up, n);
+    cu_glu(s, act, gate, up, (size_t)n * (size_t)g->n_out);
 }
 
 /* ---- embedding rows ------------------------------------------------------------------ */

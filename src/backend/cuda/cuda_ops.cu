@@ -51,17 +51,23 @@ void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, in
     CU_LAUNCHED("rmsnorm");
 }
 
-__global__ void k_rope(float *x, int n, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
-    const int half = r.n_rot / 2;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (int64_t)n * half) return;
-    const int i = (int)(t / half), k = (int)(t % half);
-    double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
-    if (r.freq_factors) inv_freq /= r.freq_factors[k];
-    const double ang = (double)pos[i] * r.freq_scale * inv_freq;
-    const float c = (float)cos(ang), sn = (float)sin(ang);
-    const int a = r.style == OB_ROPE_NEOX ? k : 2 * k, b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
-    for (int h = 0; h < n_head; h++) {
+/* One block per token: the angles of its pairs in double, as the reference computes them, into
+ * shared memory once, then every (head, pair) by its own thread. */
+__global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
+    extern __shared__ float cs[]; /* [half] cos, then [half] sin */
+    const int half = r.n_rot / 2, i = blockIdx.x;
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
+        if (r.freq_factors) inv_freq /= r.freq_factors[k];
+        const double ang = (double)pos[i] * r.freq_scale * inv_freq;
+        cs[k] = (float)cos(ang);
+        cs[half + k] = (float)sin(ang);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < n_head * half; e += blockDim.x) {
+        const int h = e / half, k = e % half;
+        const float c = cs[k], sn = cs[half + k];
+        const int a = r.style == OB_ROPE_NEOX ? k : 2 * k, b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
         float *v = x + ((size_t)i * n_head + h) * head_dim;
         const float x0 = v[a], x1 = v[b];
         v[a] = x0 * c - x1 * sn;
@@ -70,9 +76,10 @@ __global__ void k_rope(float *x, int n, int n_head, int head_dim, const int32_t 
 }
 
 void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
-    int64_t total = (int64_t)n * (r->n_rot / 2);
-    if (total <= 0) return;
-    k_rope<<<(unsigned)((total + 127) / 128), 128, 0, s->stream>>>(x, n, n_head, head_dim, pos, *r);
+    const int half = r->n_rot / 2;
+    if (n <= 0 || half <= 0) return;
+    const int work = n_head * half, th = work >= 256 ? 256 : work >= 128 ? 128 : 64;
+    k_rope<<<(unsigned)n, th, (size_t)2 * half * sizeof(float), s->stream>>>(x, n_head, head_dim, pos, *r);
     CU_LAUNCHED("rope");
 }
 

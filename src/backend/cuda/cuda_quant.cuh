@@ -14,6 +14,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "format/quant.h"
@@ -235,5 +237,21 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
         }
     }
 }
+
+/* One switch over the types every kernel handles: F(T) is instantiated per type. */
+#define CU_FOR_TYPE(type, F)                                                                   \
+    switch (type) {                                                                            \
+    case OB_TYPE_F32: F(OB_TYPE_F32); break;       case OB_TYPE_F16: F(OB_TYPE_F16); break;     \
+    case OB_TYPE_BF16: F(OB_TYPE_BF16); break;     case OB_TYPE_Q4_0: F(OB_TYPE_Q4_0); break;   \
+    case OB_TYPE_Q4_1: F(OB_TYPE_Q4_1); break;     case OB_TYPE_Q5_0: F(OB_TYPE_Q5_0); break;   \
+    case OB_TYPE_Q5_1: F(OB_TYPE_Q5_1); break;     case OB_TYPE_Q8_0: F(OB_TYPE_Q8_0); break;   \
+    case OB_TYPE_Q2_K: F(OB_TYPE_Q2_K); break;     case OB_TYPE_Q3_K: F(OB_TYPE_Q3_K); break;   \
+    case OB_TYPE_Q4_K: F(OB_TYPE_Q4_K); break;     case OB_TYPE_Q5_K: F(OB_TYPE_Q5_K); break;   \
+    case OB_TYPE_Q6_K: F(OB_TYPE_Q6_K); break;     case OB_TYPE_IQ4_NL: F(OB_TYPE_IQ4_NL); break; \
+    case OB_TYPE_IQ4_XS: F(OB_TYPE_IQ4_XS); break; case OB_TYPE_TQ1_0: F(OB_TYPE_TQ1_0); break; \
+    case OB_TYPE_TQ2_0: F(OB_TYPE_TQ2_0); break;   case OB_TYPE_I2_S: F(OB_TYPE_I2_S); break;   \
+    case OB_TYPE_MXFP4: F(OB_TYPE_MXFP4); break;   case OB_TYPE_LEAN4: F(OB_TYPE_LEAN4); break; \
+    default: fprintf(stderr, "cuda backend: weight type %d reached a kernel without support\n", type); abort(); \
+    }
 
 #endif

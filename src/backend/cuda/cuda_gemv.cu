@@ -1,0 +1,239 @@
+/* cuda_gemv.cu — the decode matmul (up to 32 tokens) with its rows staged in shared memory,
+ * and the fused forms the engine calls when a backend has them (backend.h): several weights on
+ * the same input (Q, K, V) in one launch, the residual add in the epilogue, gate and up with
+ * the GLU in the epilogue.
+ *
+ * Owns: k_gv. A block of 128 threads owns R consecutive rows of one weight (R of the gate and
+ * the same R of the up weight for GLU). It first copies their bytes, one contiguous span per
+ * weight, from global to shared memory with 16-byte asynchronous copies, all issued at once (a
+ * quantized row's blocks are 17-210 bytes and rarely 16-byte aligned: staging makes every
+ * global load full width and keeps many loads in flight per SM), then decodes 8-element chunks
+ * from shared memory (cuda_quant.cuh's deq8, the same decoders as every path) and multiplies
+ * them with up to NT tokens at a time, looping over token groups so that a batch reads the
+ * weights from memory once. Float32 throughout, the same arithmetic per output as k_gemv
+ * (cuda_matmul.cu): the same function as the CPU reference up to summation order. R is picked per
+ * call from the row size (shared memory) and the row count (enough blocks for the GPU).
+ * Does not own: the cuBLAS path and the fallback kernel (cuda_matmul.cu), the decoders.
+ */
+#include <cuda_pipeline.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_quant.cuh"
+
+#define GV_THREADS 128
+#define GV_SMEM 16384      /* staged bytes per block R is picked for */
+#define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
+#define GV_JOBS CU_MULTI_MAX
+
+enum { GV_STORE, GV_ADD, GV_GLU };
+
+/* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
+struct gv_job {
+    const uint8_t *W;
+    float *y;
+    int n_out, first;
+    float scale;
+};
+
+struct gv_args {
+    gv_job job[GV_JOBS];
+    int nj;
+    const uint8_t *U; /* GLU: the up weight, rows staged beside job[0]'s */
+    float uscale;
+    size_t rb;        /* row bytes (every job's: same type and n_in) */
+    int n_in, R, n, ep, relu2;
+    const float *x;   /* [n][n_in] */
+};
+
+/* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
+ * and the next span starts 16-byte aligned. */
+__host__ __device__ __forceinline__ size_t gv_span(size_t len) { return (len + 30 + 15) & ~(size_t)15; }
+
+/* Copies bytes [src, src + len) to dst (16-byte aligned) from the 16-byte boundary below src;
+ * returns where src's first byte landed. Reads up to 15 bytes on each side of the span, inside
+ * the same 16-byte words (uploads are padded: cuda_backend.cu). */
+__device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *src, size_t len) {
+    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
+    const int n16 = (int)((a - a0 + len + 15) >> 4);
+    for (int i = threadIdx.x; i < n16; i += GV_THREADS) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
+    return dst + (a - a0);
+}
+
+template <int T, int NT, int RMAX>
+__global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    __shared__ float red[GV_THREADS / 32][RMAX * NT];
+    int j = 0;
+    while (j + 1 < a.nj && (int)blockIdx.x >= a.job[j + 1].first) j++;
+    const gv_job J = a.job[j];
+    const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
+    const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
+    const size_t stride = gv_span((size_t)a.R * a.rb);
+    const uint8_t *base0 = gv_stage(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+    const uint8_t *base1 = glu ? gv_stage(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nch = a.n_in / 8;
+    for (int t0 = 0; t0 < a.n; t0 += NT) {
+        const int nt = a.n - t0 < NT ? a.n - t0 : NT;
+        float acc[RMAX][NT];
+#pragma unroll
+        for (int r = 0; r < RMAX; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+        for (int c = tid; c < nch; c += GV_THREADS) {
+            float xv[NT][8];
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const float4 *xp = (const float4 *)(a.x + (size_t)(t0 + t) * a.n_in) + 2 * c;
+                    float4 p = __ldg(xp), q = __ldg(xp + 1);
+                    xv[t][0] = p.x; xv[t][1] = p.y; xv[t][2] = p.z; xv[t][3] = p.w;
+                    xv[t][4] = q.x; xv[t][5] = q.y; xv[t][6] = q.z; xv[t][7] = q.w;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < RMAX; r++) {
+                if (r < rows) {
+                    float v[8];
+                    deq8<T>(r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb, c, v);
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        float s = 0.0f;
+#pragma unroll
+                        for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[t][i], s);
+                        acc[r][t] += s;
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RMAX; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                float v = acc[r][t];
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+                if (lane == 0) red[warp][r * NT + t] = v;
+            }
+        __syncthreads();
+        for (int k = tid; k < nr * NT; k += GV_THREADS) {
+            const int r = k / NT, t = k % NT;
+            if (t >= nt) continue;
+            float v = 0.0f, u = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GV_THREADS / 32; w++) v += red[w][r * NT + t];
+            v *= J.scale;
+            float *yp = J.y + (size_t)(t0 + t) * J.n_out + r0 + r;
+            if (glu) {
+#pragma unroll
+                for (int w = 0; w < GV_THREADS / 32; w++) u += red[w][(nr + r) * NT + t];
+                u *= a.uscale;
+                float act;
+                if (!a.relu2) {
+                    act = v / (1.0f + expf(-v));
+                } else {
+                    const float p = v > 0 ? v : 0;
+                    act = p * p;
+                }
+                *yp = act * u; /* as k_glu: gate = act(gate) * up */
+            } else if (a.ep == GV_ADD) {
+                *yp += v;
+            } else {
+                *yp = v;
+            }
+        }
+        __syncthreads(); /* red is reused by the next token group */
+    }
+}
+
+/* Rows per block for weights of row_bytes (per staged weight: 2 for GLU) and rows in all. */
+static int gv_rows(const cu_state *s, size_t rb, int weights, long rows, int rmax) {
+    int R = rmax / weights;
+    while (R > 1 && ((size_t)weights * gv_span((size_t)R * rb) > GV_SMEM || rows / R < 2L * s->sm_count)) R--;
+    return R;
+}
+
+/* Nonzero when k_gv can run w with input x: 8-element chunks, aligned activations, one row per
+ * block fits shared memory. */
+static int gv_ok(const ob_weight *w, const float *x, int weights) {
+    return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
+}
+
+template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a) {
+    const int weights = a.ep == GV_GLU ? 2 : 1;
+    long rows = 0;
+    for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
+    a.R = gv_rows(s, a.rb, weights, rows, RMAX);
+    int blocks = 0;
+    for (int j = 0; j < a.nj; j++) {
+        a.job[j].first = blocks;
+        blocks += (a.job[j].n_out + a.R - 1) / a.R;
+    }
+    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    k_gv<T, NT, RMAX><<<(unsigned)blocks, GV_THREADS, smem, s->stream>>>(a);
+    CU_LAUNCHED("matmul (staged)");
+}
+
+template <int T> static void gv_type(cu_state *s, gv_args &a) {
+    if (a.n == 1) gv_launch<T, 1, 8>(s, a);
+    else if (a.n <= 4) gv_launch<T, 4, 4>(s, a);
+    else gv_launch<T, 8, 4>(s, a);
+}
+
+static void gv_run(cu_state *s, int type, gv_args &a) {
+#define GV(T) gv_type<T>(s, a)
+    CU_FOR_TYPE(type, GV)
+#undef GV
+}
+
+static gv_args gv_base(const ob_weight *w, const float *x, int n, int ep) {
+    gv_args a = {};
+    a.rb = w->row_bytes;
+    a.n_in = (int)w->n_in;
+    a.n = n;
+    a.ep = ep;
+    a.x = x;
+    return a;
+}
+
+static gv_job gv_job_of(const ob_weight *w, float *y) {
+    gv_job j = {(const uint8_t *)w->data, y, (int)w->n_out, 0, w->scale};
+    return j;
+}
+
+int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
+    if (n > CU_GEMV_MAX || !gv_ok(w, x, 1)) return 0;
+    gv_args a = gv_base(w, x, n, add ? GV_ADD : GV_STORE);
+    a.job[0] = gv_job_of(w, y);
+    a.nj = 1;
+    gv_run(s, w->type, a);
+    return 1;
+}
+
+int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
+    if (count < 1 || count > GV_JOBS || n > CU_GEMV_MAX) return 0;
+    for (int i = 0; i < count; i++)
+        if (!gv_ok(ws[i], x, 1) || ws[i]->type != ws[0]->type || ws[i]->n_in != ws[0]->n_in) return 0;
+    gv_args a = gv_base(ws[0], x, n, GV_STORE);
+    for (int i = 0; i < count; i++) a.job[i] = gv_job_of(ws[i], ys[i]);
+    a.nj = count;
+    gv_run(s, ws[0]->type, a);
+    return 1;
+}
+
+int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n) {
+    if (n > CU_GEMV_MAX || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
+    gv_args a = gv_base(g, x, n, GV_GLU);
+    a.job[0] = gv_job_of(g, out);
+    a.nj = 1;
+    a.U = (const uint8_t *)u->data;
+    a.uscale = u->scale;
+    a.relu2 = relu2;
+    gv_run(s, g->type, a);
+    return 1;
+}
