@@ -461,52 +461,64 @@ static void test_helpers(uint64_t *rs) {
     }
 }
 
-/* ---- tiled attention loops: every table's version gives the scalar bits, scores near exact ---- */
+/* ---- tiled attention loops: every table's version gives the scalar bits, scores near exact ----
+ * Each call takes 1..OB_ATTN_NQ queries; every query must get the bits the scalar loop gives it
+ * alone. */
 
 static void test_attn_tile(uint64_t *rs) {
     const ob_kernels *simd[5];
     int ns = tables(simd);
     const ob_attn_tile *sc = ob_attn_tile_scalar();
-    enum { LDK = 64 };
-    for (int rep = 0; rep < 40; rep++) {
-        int hd = 1 + (int)(rnext(rs) % 150), nk = 1 + (int)(rnext(rs) % LDK);
+    enum { LDK = 64, NQ = OB_ATTN_NQ };
+    for (int rep = 0; rep < 60; rep++) {
+        int hd = 1 + (int)(rnext(rs) % 150), nk = 1 + (int)(rnext(rs) % LDK), nq = 1 + (int)(rnext(rs) % NQ);
+        if (rep % 4 == 0) hd = 128, nk = rep % 8 ? LDK : nk; /* the shapes the models use */
         float *kf = malloc((size_t)LDK * hd * 4), *k0 = malloc((size_t)LDK * hd * 4), *k1 = malloc((size_t)LDK * hd * 4);
-        float *q = malloc((size_t)hd * 4), *o0 = malloc((size_t)hd * 4), *o1 = malloc((size_t)hd * 4);
-        float s0[LDK], s1[LDK], p[LDK];
+        float *q = malloc((size_t)NQ * hd * 4), *o0 = malloc((size_t)NQ * hd * 4), *o1 = malloc((size_t)NQ * hd * 4);
+        float *o2 = malloc((size_t)NQ * hd * 4);
+        float s0[NQ][LDK], s1[NQ][LDK], p[NQ][LDK], m0[NQ], m1[NQ];
+        const float *qp[NQ];
         for (int i = 0; i < LDK * hd; i++) kf[i] = rnorm(rs), k0[i] = k1[i] = 0;
-        for (int d = 0; d < hd; d++) q[d] = rnorm(rs), o0[d] = rnorm(rs);
-        for (int k = 0; k < nk; k++) p[k] = (float)(rnext(rs) % 1000) / 1000.0f;
+        for (int d = 0; d < NQ * hd; d++) q[d] = rnorm(rs), o0[d] = rnorm(rs);
+        for (int i = 0; i < NQ; i++) {
+            qp[i] = q + (size_t)i * hd, m0[i] = m1[i] = i == 1 ? 3.0f : -INFINITY;
+            for (int k = 0; k < LDK; k++) p[i][k] = (float)(rnext(rs) % 1000) / 1000.0f;
+        }
         sc->transpose(kf, nk, hd, k0, LDK);
         int ok = 1;
         for (int k = 0; k < nk; k++)
             for (int d = 0; d < hd; d++) ok &= k0[(size_t)d * LDK + k] == kf[(size_t)k * hd + d];
         CHECK(ok);
-        float m0 = sc->scores(k0, LDK, q, hd, nk, 0.125f, s0, -INFINITY), mref = -INFINITY;
-        ok = 1;
-        for (int k = 0; k < nk; k++) {
-            double e = 0;
-            for (int d = 0; d < hd; d++) e += (double)q[d] * kf[(size_t)k * hd + d];
-            ok &= fabs(s0[k] - e * 0.125) < 1e-4 * (1 + sqrt(hd));
-            mref = s0[k] > mref ? s0[k] : mref;
+        memcpy(o1, o0, (size_t)NQ * hd * 4);
+        for (int i = 0; i < nq; i++) { /* the scalar loops, one query per call */
+            float mref = m0[i];
+            sc->scores(k0, LDK, qp + i, 1, hd, nk, 0.125f, s0[i], LDK, &m0[i]);
+            ok = 1;
+            for (int k = 0; k < nk; k++) {
+                double e = 0;
+                for (int d = 0; d < hd; d++) e += (double)qp[i][d] * kf[(size_t)k * hd + d];
+                ok &= fabs(s0[i][k] - e * 0.125) < 1e-4 * (1 + sqrt(hd));
+                mref = s0[i][k] > mref ? s0[i][k] : mref;
+            }
+            CHECK(ok);
+            CHECK(m0[i] == mref);
+            sc->pv(o0 + (size_t)i * hd, p[i], LDK, 1, kf, nk, hd);
         }
-        CHECK(ok);
-        CHECK(m0 == mref);
-        memcpy(o1, o0, (size_t)hd * 4);
-        sc->pv(o0, p, kf, nk, hd);
         for (int i = 0; i < ns; i++) {
             const ob_attn_tile *t = ob_attn_tile_for(simd[i]->name);
             memset(k1, 0, (size_t)LDK * hd * 4);
             t->transpose(kf, nk, hd, k1, LDK);
             CHECK(!memcmp(k0, k1, (size_t)LDK * hd * 4));
-            float m1 = t->scores(k0, LDK, q, hd, nk, 0.125f, s1, -INFINITY);
-            CHECK(!memcmp(s0, s1, (size_t)nk * 4) && !memcmp(&m0, &m1, 4));
-            float *o2 = malloc((size_t)hd * 4);
-            memcpy(o2, o1, (size_t)hd * 4);
-            t->pv(o2, p, kf, nk, hd);
-            CHECK(!memcmp(o0, o2, (size_t)hd * 4));
-            free(o2);
+            float mx[NQ];
+            memcpy(mx, m1, sizeof mx);
+            t->scores(k0, LDK, qp, nq, hd, nk, 0.125f, s1[0], LDK, mx);
+            for (int j = 0; j < nq; j++) CHECK(!memcmp(s0[j], s1[j], (size_t)nk * 4) && !memcmp(&m0[j], &mx[j], 4));
+            memcpy(o2, o1, (size_t)NQ * hd * 4);
+            t->pv(o2, p[0], LDK, nq, kf, nk, hd);
+            CHECK(!memcmp(o0, o2, (size_t)nq * hd * 4));
+            CHECK(!memcmp(o1 + (size_t)nq * hd, o2 + (size_t)nq * hd, (size_t)(NQ - nq) * hd * 4)); /* others untouched */
         }
-        free(kf), free(k0), free(k1), free(q), free(o0), free(o1);
+        free(kf), free(k0), free(k1), free(q), free(o0), free(o1), free(o2);
     }
 }
 

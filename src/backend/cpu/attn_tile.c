@@ -1,11 +1,14 @@
 /* attn_tile.c — the inner loops of tiled attention (cpu_attn.c), one version per instruction set.
  *
- * Owns: scores of one query against a block of keys stored transposed (kt[d * ldk + k], f32) and
- * the P·V accumulation of one query over a block of f32 value rows. The arithmetic of every lane
- * is fixed and the same in every version, so all give the scalar version's bits:
+ * Owns: scores of up to OB_ATTN_NQ queries against a block of keys stored transposed (kt[d * ldk
+ * + k], f32) and their P·V accumulation over a block of f32 value rows. The arithmetic of every
+ * lane is fixed and the same in every version, so all give the scalar version's bits:
  *   s[k] = (fma chain over d = 0..hd-1 of q[d] * kt[d][k], starting at 0) * scale
  *   o[d] = fma(p[k], v[k][d], o[d]) for k = 0..nk-1 in order.
- * A query's result depends only on its own data, never on how many queries share the block.
+ * A query's result depends only on its own data, never on how many queries share the block or a
+ * call: the AVX-512 version keeps the chains of up to 4 queries in registers side by side, so
+ * each K or V vector loaded feeds 4 queries' FMAs (and 16 independent chains hide the FMA
+ * latency), each chain in the same order as alone; the others take the queries one by one.
  * Versions are picked by the kernel table's name (AVX-512 for "avx512*", AVX2 + FMA for "avx2" and
  * "avx-vnni", plain C otherwise), compiled here with target attributes.
  * Does not own: the softmax and the loop over blocks (cpu_attn.c).
@@ -17,7 +20,7 @@
 
 /* ---- scalar ---------------------------------------------------------------------------------- */
 
-static float scores_c(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
+static float scores1_c(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
     for (int k = 0; k < nk; k++) {
         float acc = 0;
         for (int d = 0; d < hd; d++) acc = fmaf(q[d], kt[(size_t)d * ldk + k], acc);
@@ -27,7 +30,7 @@ static float scores_c(const float *kt, int ldk, const float *q, int hd, int nk, 
     return mx;
 }
 
-static void pv_c(float *o, const float *p, const float *v, int nk, int hd) {
+static void pv1_c(float *o, const float *p, const float *v, int nk, int hd) {
     for (int k = 0; k < nk; k++)
         for (int d = 0; d < hd; d++) o[d] = fmaf(p[k], v[(size_t)k * hd + d], o[d]);
 }
@@ -37,6 +40,17 @@ static void transpose_c(const float *src, int nk, int hd, float *dst, int ldk) {
         for (int d = 0; d < hd; d++) dst[(size_t)d * ldk + k] = src[(size_t)k * hd + d];
 }
 
+/* The queries one by one, with a version's one-query loops. */
+#define BY_QUERY(NAME, ATTR, SCORES1, PV1)                                                                        \
+    ATTR static void scores_##NAME(const float *kt, int ldk, const float *const *q, int nq, int hd, int nk,      \
+                                   float scale, float *s, int lds, float *mx) {                                \
+        for (int i = 0; i < nq; i++) mx[i] = SCORES1(kt, ldk, q[i], hd, nk, scale, s + (size_t)i * lds, mx[i]); \
+    }                                                                                                         \
+    ATTR static void pv_##NAME(float *o, const float *p, int ldp, int nq, const float *v, int nk, int hd) {      \
+        for (int i = 0; i < nq; i++) PV1(o + (size_t)i * hd, p + (size_t)i * ldp, v, nk, hd);                    \
+    }
+
+BY_QUERY(c, , scores1_c, pv1_c)
 static const ob_attn_tile tile_c = {scores_c, pv_c, transpose_c};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -46,7 +60,7 @@ static const ob_attn_tile tile_c = {scores_c, pv_c, transpose_c};
 
 #define T2 __attribute__((target("avx2,fma")))
 
-T2 static float scores_avx2(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
+T2 static float scores1_avx2(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
     int k = 0;
     __m256 mv = _mm256_set1_ps(mx);
     for (; k + 32 <= nk; k += 32) {
@@ -84,7 +98,7 @@ T2 static float scores_avx2(const float *kt, int ldk, const float *q, int hd, in
     return mx;
 }
 
-T2 static void pv_avx2(float *o, const float *p, const float *v, int nk, int hd) {
+T2 static void pv1_avx2(float *o, const float *p, const float *v, int nk, int hd) {
     int d = 0;
     for (; d + 32 <= hd; d += 32) {
         __m256 o0 = _mm256_loadu_ps(o + d), o1 = _mm256_loadu_ps(o + d + 8), o2 = _mm256_loadu_ps(o + d + 16),
@@ -109,69 +123,124 @@ T2 static void pv_avx2(float *o, const float *p, const float *v, int nk, int hd)
         for (int k = 0; k < nk; k++) o[d] = fmaf(p[k], v[(size_t)k * hd + d], o[d]);
 }
 
+BY_QUERY(avx2, T2, scores1_avx2, pv1_avx2)
 static const ob_attn_tile tile_avx2 = {scores_avx2, pv_avx2, transpose_c};
 
 /* ---- AVX-512 --------------------------------------------------------------------------------- */
 
 #define T5 __attribute__((target("avx512f,fma")))
 
-T5 static float scores_avx512(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx) {
-    int k = 0;
-    __m512 mv = _mm512_set1_ps(mx);
-    for (; k + 64 <= nk; k += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int d = 0; d < hd; d++) {
-            const __m512 qb = _mm512_set1_ps(q[d]);
-            const float *r = kt + (size_t)d * ldk + k;
-            a0 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r), a0);
-            a1 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r + 16), a1);
-            a2 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r + 32), a2);
-            a3 = _mm512_fmadd_ps(qb, _mm512_loadu_ps(r + 48), a3);
+#define INLINE5 static inline __attribute__((always_inline, target("avx512f,fma")))
+
+/* NQ queries x NV vectors of 16 keys from key k (the last vector's lanes by mask `last`): the
+ * NQ * NV chains over d in registers, each K vector loaded once for all queries. */
+INLINE5 void scores_tile(const int NQ, const int NV, const float *kt, int ldk, const float *const *q, int hd, int k,
+                         __mmask16 last, float scale, float *s, int lds, __m512 *mv) {
+    __m512 acc[OB_ATTN_NQ][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        const float *r = kt + (size_t)d * ldk + k;
+        __m512 kv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) kv[j] = _mm512_maskz_loadu_ps(j == NV - 1 ? last : (__mmask16)0xffff, r + 16 * j);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            const __m512 qb = _mm512_set1_ps(q[i][d]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(qb, kv[j], acc[i][j]);
         }
-        const __m512 sc = _mm512_set1_ps(scale);
-        a0 = _mm512_mul_ps(a0, sc), a1 = _mm512_mul_ps(a1, sc), a2 = _mm512_mul_ps(a2, sc), a3 = _mm512_mul_ps(a3, sc);
-        _mm512_storeu_ps(s + k, a0), _mm512_storeu_ps(s + k + 16, a1);
-        _mm512_storeu_ps(s + k + 32, a2), _mm512_storeu_ps(s + k + 48, a3);
-        mv = _mm512_max_ps(a0, mv), mv = _mm512_max_ps(a1, mv), mv = _mm512_max_ps(a2, mv), mv = _mm512_max_ps(a3, mv);
     }
-    for (; k < nk; k += 16) { /* masked tail: lanes past nk are neither read nor written */
-        const __mmask16 m = nk - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nk - k)) - 1);
-        __m512 a0 = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d++)
-            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(m, kt + (size_t)d * ldk + k), a0);
-        a0 = _mm512_mul_ps(a0, _mm512_set1_ps(scale));
-        _mm512_mask_storeu_ps(s + k, m, a0);
-        mv = _mm512_mask_max_ps(mv, m, a0, mv);
-    }
-    float lane[16];
-    _mm512_storeu_ps(lane, mv);
-    for (int i = 0; i < 16; i++) mx = lane[i] > mx ? lane[i] : mx;
-    return mx;
+    const __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) { /* lanes past the last key are neither written nor compared */
+            const __mmask16 m = j == NV - 1 ? last : (__mmask16)0xffff;
+            const __m512 a = _mm512_mul_ps(acc[i][j], sc);
+            _mm512_mask_storeu_ps(s + (size_t)i * lds + k + 16 * j, m, a);
+            mv[i] = _mm512_mask_max_ps(mv[i], m, a, mv[i]);
+        }
 }
 
-T5 static void pv_avx512(float *o, const float *p, const float *v, int nk, int hd) {
-    int d = 0;
-    for (; d + 64 <= hd; d += 64) {
-        __m512 o0 = _mm512_loadu_ps(o + d), o1 = _mm512_loadu_ps(o + d + 16), o2 = _mm512_loadu_ps(o + d + 32),
-               o3 = _mm512_loadu_ps(o + d + 48);
-        for (int k = 0; k < nk; k++) {
-            const __m512 pb = _mm512_set1_ps(p[k]);
-            const float *r = v + (size_t)k * hd + d;
-            o0 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r), o0);
-            o1 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r + 16), o1);
-            o2 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r + 32), o2);
-            o3 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(r + 48), o3);
+INLINE5 void scores_nq(const int NQ, const float *kt, int ldk, const float *const *q, int hd, int nk, float scale, float *s,
+                       int lds, float *mx) {
+    __m512 mv[OB_ATTN_NQ];
+    for (int i = 0; i < NQ; i++) mv[i] = _mm512_set1_ps(mx[i]);
+    int k = 0;
+    for (; k + 64 <= nk; k += 64) scores_tile(NQ, 4, kt, ldk, q, hd, k, 0xffff, scale, s, lds, mv);
+    if (k < nk) {
+        const int rem = nk - k, nv = (rem + 15) / 16;
+        const __mmask16 last = (__mmask16)(0xffffu >> (16 * nv - rem));
+        if (nv == 1) scores_tile(NQ, 1, kt, ldk, q, hd, k, last, scale, s, lds, mv);
+        else if (nv == 2) scores_tile(NQ, 2, kt, ldk, q, hd, k, last, scale, s, lds, mv);
+        else if (nv == 3) scores_tile(NQ, 3, kt, ldk, q, hd, k, last, scale, s, lds, mv);
+        else scores_tile(NQ, 4, kt, ldk, q, hd, k, last, scale, s, lds, mv);
+    }
+    for (int i = 0; i < NQ; i++) {
+        float lane[16];
+        _mm512_storeu_ps(lane, mv[i]);
+        for (int l = 0; l < 16; l++) mx[i] = lane[l] > mx[i] ? lane[l] : mx[i];
+    }
+}
+
+T5 static void scores_avx512(const float *kt, int ldk, const float *const *q, int nq, int hd, int nk, float scale, float *s,
+                             int lds, float *mx) {
+    if (nq == 4) scores_nq(4, kt, ldk, q, hd, nk, scale, s, lds, mx);
+    else if (nq == 3) scores_nq(3, kt, ldk, q, hd, nk, scale, s, lds, mx);
+    else if (nq == 2) scores_nq(2, kt, ldk, q, hd, nk, scale, s, lds, mx);
+    else scores_nq(1, kt, ldk, q, hd, nk, scale, s, lds, mx);
+}
+
+/* NQ queries x NV vectors of 16 output dims from d (the last by mask `last`), over all keys in
+ * order: each V vector loaded once for all queries. */
+INLINE5 void pv_tile(const int NQ, const int NV, float *o, const float *p, int ldp, const float *v, int nk, int hd, int d,
+                     __mmask16 last) {
+    __m512 acc[OB_ATTN_NQ][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++)
+            acc[i][j] = _mm512_maskz_loadu_ps(j == NV - 1 ? last : (__mmask16)0xffff, o + (size_t)i * hd + d + 16 * j);
+    for (int k = 0; k < nk; k++) {
+        const float *r = v + (size_t)k * hd + d;
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) vv[j] = _mm512_maskz_loadu_ps(j == NV - 1 ? last : (__mmask16)0xffff, r + 16 * j);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            const __m512 pb = _mm512_set1_ps(p[(size_t)i * ldp + k]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(pb, vv[j], acc[i][j]);
         }
-        _mm512_storeu_ps(o + d, o0), _mm512_storeu_ps(o + d + 16, o1);
-        _mm512_storeu_ps(o + d + 32, o2), _mm512_storeu_ps(o + d + 48, o3);
     }
-    for (; d < hd; d += 16) {
-        const __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
-        __m512 o0 = _mm512_maskz_loadu_ps(m, o + d);
-        for (int k = 0; k < nk; k++)
-            o0 = _mm512_fmadd_ps(_mm512_set1_ps(p[k]), _mm512_maskz_loadu_ps(m, v + (size_t)k * hd + d), o0);
-        _mm512_mask_storeu_ps(o + d, m, o0);
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++)
+            _mm512_mask_storeu_ps(o + (size_t)i * hd + d + 16 * j, j == NV - 1 ? last : (__mmask16)0xffff, acc[i][j]);
+}
+
+INLINE5 void pv_nq(const int NQ, float *o, const float *p, int ldp, const float *v, int nk, int hd) {
+    int d = 0;
+    for (; d + 64 <= hd; d += 64) pv_tile(NQ, 4, o, p, ldp, v, nk, hd, d, 0xffff);
+    if (d < hd) {
+        const int rem = hd - d, nv = (rem + 15) / 16;
+        const __mmask16 last = (__mmask16)(0xffffu >> (16 * nv - rem));
+        if (nv == 1) pv_tile(NQ, 1, o, p, ldp, v, nk, hd, d, last);
+        else if (nv == 2) pv_tile(NQ, 2, o, p, ldp, v, nk, hd, d, last);
+        else if (nv == 3) pv_tile(NQ, 3, o, p, ldp, v, nk, hd, d, last);
+        else pv_tile(NQ, 4, o, p, ldp, v, nk, hd, d, last);
     }
+}
+
+T5 static void pv_avx512(float *o, const float *p, int ldp, int nq, const float *v, int nk, int hd) {
+    if (nq == 4) pv_nq(4, o, p, ldp, v, nk, hd);
+    else if (nq == 3) pv_nq(3, o, p, ldp, v, nk, hd);
+    else if (nq == 2) pv_nq(2, o, p, ldp, v, nk, hd);
+    else pv_nq(1, o, p, ldp, v, nk, hd);
 }
 
 /* 16 x 16 blocks: 32-bit and 64-bit unpacks within 128-bit lanes, then two rounds of lane shuffles. */

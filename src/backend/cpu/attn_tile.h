@@ -2,12 +2,17 @@
 #ifndef OB_ATTN_TILE_H
 #define OB_ATTN_TILE_H
 
+#define OB_ATTN_NQ 4 /* queries per call of scores / pv at most (they share each K and V load) */
+
 typedef struct {
-    /* s[k] = (fma chain over d of q[d] * kt[d * ldk + k], from 0) * scale, for k < nk; returns
-     * the largest of mx and those s[k] (NaN never taken) */
-    float (*scores)(const float *kt, int ldk, const float *q, int hd, int nk, float scale, float *s, float mx);
-    /* o[d] = fma(p[k], v[k * hd + d], o[d]) for k = 0..nk-1 in order, d < hd */
-    void (*pv)(float *o, const float *p, const float *v, int nk, int hd);
+    /* For each query i < nq (1..OB_ATTN_NQ, each q[i] of hd floats): s[i * lds + k] = (fma chain
+     * over d of q[i][d] * kt[d * ldk + k], from 0) * scale, for k < nk; mx[i] becomes the largest
+     * of mx[i] and those s (NaN never taken). Each query's bits are those it gets alone. */
+    void (*scores)(const float *kt, int ldk, const float *const *q, int nq, int hd, int nk, float scale, float *s,
+                   int lds, float *mx);
+    /* For each query i < nq (1..OB_ATTN_NQ): o[i * hd + d] = fma(p[i * ldp + k], v[k * hd + d],
+     * o[i * hd + d]) for k = 0..nk-1 in order, d < hd */
+    void (*pv)(float *o, const float *p, int ldp, int nq, const float *v, int nk, int hd);
     /* dst[d * ldk + k] = src[k * hd + d] for k < nk, d < hd (data movement only) */
     void (*transpose)(const float *src, int nk, int hd, float *dst, int ldk);
 } ob_attn_tile;

@@ -5,7 +5,8 @@
  * f32, f16 or q8_0 rows, tiled: a work unit is up to QT tokens of one sequence and one KV head;
  * per chunk the K rows are converted once to f32 and transposed, the V rows once to f32, and every
  * query of the unit (tokens x the query heads sharing the KV head) that reaches the chunk takes
- * its scores and P.V from them. Units go out through an atomic counter, last tokens first.
+ * its scores and P.V from them, up to OB_ATTN_NQ queries that see the same keys per call (they
+ * share the loads). Units go out through an atomic counter, last tokens first.
  * Positions are visited in the same chunks from position 0 whatever the batch and a query's
  * arithmetic does not depend on its unit, so decode and prompt agree bit for bit.
  * Does not own: the inner loops (attn_tile.c), the row conversions (kernels.h), the reference
@@ -57,6 +58,12 @@ static const float *row_f32(const ob_kernels *kt, int type, const void *row, int
     return dst;
 }
 
+/* Keys of the chunk [p0, p1) that token i sees (causal: positions < pos + 1); 0 if none. */
+static int chunk_keys(const ob_attn_args *a, int i, int p0, int p1) {
+    const int np = a->pos[i] + 1;
+    return np <= p0 ? 0 : (np < p1 ? np : p1) - p0;
+}
+
 /* Tokens [ia, ib) of one sequence, KV head kh: all their G query heads against each chunk of CH
  * positions; K of the chunk converted once to f32 transposed, V once to f32 rows. */
 static void attn_run(attn_job *j, float *ws, int ia, int ib, int kh) {
@@ -85,27 +92,30 @@ static void attn_run(attn_job *j, float *ws, int ia, int ib, int kh) {
             if (v != vr) memcpy(vr, v, (size_t)hd * sizeof(float));
         }
         tl->transpose(kf, nk, hd, ktr, CH);
-        for (int t = 0; t < nt; t++) {
-            const int np = a->pos[ia + t] + 1;
-            if (np <= p0) continue;
-            const int n = (np < p1 ? np : p1) - p0; /* causal: positions < np */
-            for (int g = 0; g < G; g++) {
-                const int qi = t * G + g;
-                const float *q = a->q + ((size_t)(ia + t) * a->n_head + (size_t)kh * G + g) * hd;
+        /* queries in (token, head) order, up to OB_ATTN_NQ at a time that see the same keys */
+        for (int q0 = 0, q1; q0 < nq; q0 = q1) {
+            const int n = chunk_keys(a, ia + q0 / G, p0, p1);
+            for (q1 = q0 + 1; q1 < nq && q1 - q0 < OB_ATTN_NQ && chunk_keys(a, ia + q1 / G, p0, p1) == n;) q1++;
+            if (!n) continue;
+            const float *qp[OB_ATTN_NQ];
+            float mx[OB_ATTN_NQ];
+            for (int qi = q0; qi < q1; qi++)
+                qp[qi - q0] = a->q + ((size_t)(ia + qi / G) * a->n_head + (size_t)kh * G + qi % G) * hd, mx[qi - q0] = M[qi];
+            tl->scores(ktr, CH, qp, q1 - q0, hd, n, a->scale, S + (size_t)q0 * CH, CH, mx);
+            for (int qi = q0; qi < q1; qi++) {
                 float *s = S + (size_t)qi * CH, *og = O + (size_t)qi * hd;
-                const float mx = tl->scores(ktr, CH, q, hd, n, a->scale, s, M[qi]);
-                const float corr = expf(M[qi] - mx); /* 0 on the first chunk (m = -inf) */
+                const float corr = expf(M[qi] - mx[qi - q0]); /* 0 on the first chunk (m = -inf) */
                 float sum = 0;
                 for (int p = 0; p < n; p++) {
-                    s[p] = expf(s[p] - mx);
+                    s[p] = expf(s[p] - mx[qi - q0]);
                     sum += s[p];
                 }
                 if (corr != 1.0f)
                     for (int d = 0; d < hd; d++) og[d] *= corr;
                 L[qi] = L[qi] * corr + sum;
-                M[qi] = mx;
-                tl->pv(og, s, vf, n, hd);
+                M[qi] = mx[qi - q0];
             }
+            tl->pv(O + (size_t)q0 * hd, S + (size_t)q0 * CH, CH, q1 - q0, vf, n, hd);
         }
     }
     for (int t = 0; t < nt; t++)
