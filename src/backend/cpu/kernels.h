@@ -77,8 +77,8 @@ void ob_q8act_init(ob_q8act *a, void *mem, int64_t n, int64_t k, const ob_kfmt *
  * reads R rows at a time. Sized for k elements by the driver. */
 typedef struct {
     uint8_t *codes;   /* [k/4][R][4] code of row r, element 4*i+j at codes[(i*R + r)*4 + j] */
-    uint8_t *codes2;  /* [k/4][R][4] a second plane, for formats with sub-block scales and mins
-                       * (NULL otherwise): a table whose pack fills it says what it holds */
+    uint8_t *codes2;  /* [k/4][R][4] a second plane, for formats with sub-block scales (NULL
+                       * otherwise): a table whose pack fills it says what it holds */
     int32_t *sc;      /* [k/sb][R] sub-block scales (has_sc) */
     int32_t *mn;      /* [k/sb][R] sub-block mins (has_mn) */
     float *dw;        /* [k/qb][R] block scales */

@@ -7,11 +7,12 @@
  * so one TDPBSUD (s8 activations x u8 codes) computes a 16 tokens x 16 rows block of integer
  * sums over up to 64 elements. Each block's (or sub-block's) sums are stored and finished with
  * AVX-512 exactly as kernels.h's formula says, so results are bit-identical to every other table;
- * the remaining tokens (fewer than 16) go through the AVX-512 VNNI tiles. q4_K and q5_K have their
- * own panels (pack_kq: sub-block scales folded into two code planes) and kernel (amx_kq), which
- * also takes the remaining tokens, with tiles of fewer rows.
- * Does not own: decode kernels, packing other than pack_kq's step and everything else (the
- * AVX-512 table's).
+ * the remaining tokens (fewer than 16) go through the AVX-512 VNNI tiles. The K-quants with 256-
+ * element blocks (all but q2_K) have their own panels (pack_kq, pack_ks: sub-block scales folded
+ * into two weight planes) and kernel (run_k), which also takes the remaining tokens, with tiles
+ * of fewer rows.
+ * Does not own: decode kernels, packing other than pack_kq's and pack_ks's step and everything
+ * else (the AVX-512 table's).
  */
 #include <pthread.h>
 #include <string.h>
@@ -166,21 +167,24 @@ RUN_FMT(amx_b32, 32, 32, 1, 0, 0)
 RUN_FMT(amx_m32, 32, 32, 0, 0, 1)
 RUN_FMT(amx_b128, 128, 128, 1, 0, 0)
 RUN_FMT(amx_b256, 256, 256, 1, 0, 0)
-RUN_FMT(amx_x4, 256, 32, 1, 1, 0)
 RUN_FMT(amx_k2, 256, 16, 0, 1, 1)
-RUN_FMT(amx_k6, 256, 16, 1, 1, 0)
 
-/* ---- q4_K and q5_K: sub-block scales folded into the weights --------------------------------
- * Their pack (pack_kq) stores code * (sc & 7) in codes and code * (sc >> 3) in codes2 (at most
- * 31 * 7 = 217: still unsigned bytes), so over a whole 256-element block
- *     isum = sum_j sc_j * sum_k code_k a_k = C_lo + 8 * C_hi,
- * the same exact integer as kernels.h's, from two tiles at full depth (64 per TDPBSUD) and no
- * per-sub-block work. The mins' sum_j mn_j * ac_j is 4 vpdpwssd per token on 16-bit pairs (mn <=
- * 63, |ac| <= 32 * 127): mn holds (mn_2i | mn_2i+1 << 16) per row after pack_kq. Tiles: C 2g (lo)
- * and 2g+1 (hi) for token group g, A 4-5, B 6 (lo) and 7 (hi). A group of fewer than 16 tokens
- * runs with tiles configured to that many rows. */
+/* ---- K-quants: sub-block scales folded into the weights -------------------------------------
+ * kernels.h's isum = sum_j sc_j * sum_k (code_k - off) a_k over a 256-element block is
+ * sum_k w_k a_k with w_k = (code_k - off) * sc_j(k). The pack splits w into two byte planes, so
+ * two tiles at full depth (64 per TDPBSUD) give the same exact integer with no per-sub-block work:
+ *  - with mins (q4_K, q5_K; off 0, sc <= 63, code <= 31; pack_kq): codes = code * (sc & 7),
+ *    codes2 = code * (sc >> 3), both unsigned (at most 217): isum = C_lo + 8 * C_hi. The mins'
+ *    sum_j mn_j * ac_j is 4 vpdpwssd per token on 16-bit pairs (mn <= 63, |ac| <= 32 * 127): mn
+ *    holds (mn_2i | mn_2i+1 << 16) per row after pack_kq.
+ *  - signed scales (q6_K, q3_K, iq4_xs: |w| <= 4096; pack_ks): codes = w & 255 (unsigned),
+ *    codes2 = w >> 8 (signed, TDPBSSD): isum = C_lo + 256 * C_hi. The offset is inside w.
+ * |isum| stays below 2^31 (at most 256 * 127 * (217 + 8 * 217), or 256 * 127 * (255 + 256 * 128)).
+ * Tiles: C 2g (lo) and 2g+1 (hi) for token group g, A 4-5, B 6 (lo) and 7 (hi). A group of fewer
+ * than 16 tokens runs with tiles configured to that many rows. */
 
-INLINE void kq_block(const int TG, const ob_panel *p, const ob_q8act *a, int t, int rows, float *y, int64_t ldy) {
+INLINE void kq_block(const int MN, const int TG, const ob_panel *p, const ob_q8act *a, int t, int rows, float *y,
+                     int64_t ldy) {
     const int64_t k = a->k, nb = k / 256, nsb = k / 32;
     _Alignas(64) int32_t cbuf[4][256];
     _Alignas(64) float fbuf[2][256];
@@ -201,10 +205,12 @@ INLINE void kq_block(const int TG, const ob_panel *p, const ob_q8act *a, int t, 
             _tile_loadd(6, lo + c * 16, 64);
             _tile_loadd(7, hi + c * 16, 64);
             _tile_dpbsud(0, 4, 6);
-            _tile_dpbsud(1, 4, 7);
+            if (MN) _tile_dpbsud(1, 4, 7);
+            else _tile_dpbssd(1, 4, 7);
             if (TG > 1) {
                 _tile_dpbsud(2, 5, 6);
-                _tile_dpbsud(3, 5, 7);
+                if (MN) _tile_dpbsud(3, 5, 7);
+                else _tile_dpbssd(3, 5, 7);
             }
         }
         _tile_stored(0, cbuf[0], 64);
@@ -214,23 +220,30 @@ INLINE void kq_block(const int TG, const ob_panel *p, const ob_q8act *a, int t, 
             _tile_stored(3, cbuf[3], 64);
         }
         const int nt = 16 * (TG - 1) + rows;
-        for (int m = 0; m < nt; m++) /* activation sums of the block's 8 sub-blocks as 16-bit pairs */
-            _mm_store_si128((__m128i *)acp[m], _mm256_cvtepi32_epi16(_mm256_loadu_si256((const __m256i *)(a->ac + (size_t)(t + m) * nsb + b * 8))));
-        const __m512 dw = _mm512_load_ps(p->dw + b * 16), dm = _mm512_load_ps(p->dm + b * 16);
-        const __m512i mn0 = _mm512_load_si512(p->mn + b * 64), mn1 = _mm512_load_si512(p->mn + b * 64 + 16),
-                      mn2 = _mm512_load_si512(p->mn + b * 64 + 32), mn3 = _mm512_load_si512(p->mn + b * 64 + 48);
+        if (MN)
+            for (int m = 0; m < nt; m++) /* activation sums of the block's 8 sub-blocks as 16-bit pairs */
+                _mm_store_si128((__m128i *)acp[m], _mm256_cvtepi32_epi16(_mm256_loadu_si256((const __m256i *)(a->ac + (size_t)(t + m) * nsb + b * 8))));
+        const __m512 dw = _mm512_load_ps(p->dw + b * 16);
+        const __m512 dm = MN ? _mm512_load_ps(p->dm + b * 16) : dw;
+        __m512i mn[4];
+        if (MN)
+            for (int j = 0; j < 4; j++) mn[j] = _mm512_load_si512(p->mn + b * 64 + 16 * j);
         for (int g = 0; g < TG; g++)
             for (int m = 0; m < (g == TG - 1 ? rows : 16); m++) {
                 const int i = 16 * g + m;
                 const float da = a->d[(size_t)(t + i) * nb + b];
                 const __m512i isum = _mm512_add_epi32(_mm512_load_si512(cbuf[2 * g] + 16 * m),
-                                                      _mm512_slli_epi32(_mm512_load_si512(cbuf[2 * g + 1] + 16 * m), 3));
-                __m512i s = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn0, _mm512_set1_epi32(acp[i][0]));
-                s = _mm512_dpwssd_epi32(s, mn1, _mm512_set1_epi32(acp[i][1]));
-                s = _mm512_dpwssd_epi32(s, mn2, _mm512_set1_epi32(acp[i][2]));
-                s = _mm512_dpwssd_epi32(s, mn3, _mm512_set1_epi32(acp[i][3]));
+                                                      _mm512_slli_epi32(_mm512_load_si512(cbuf[2 * g + 1] + 16 * m), MN ? 3 : 8));
                 float *fb = fbuf[g] + 16 * m;
-                _mm512_store_ps(fb, kstep(kstep(_mm512_load_ps(fb), isum, dw, da), s, dm, da));
+                __m512 f = kstep(_mm512_load_ps(fb), isum, dw, da);
+                if (MN) {
+                    __m512i s = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0], _mm512_set1_epi32(acp[i][0]));
+                    s = _mm512_dpwssd_epi32(s, mn[1], _mm512_set1_epi32(acp[i][1]));
+                    s = _mm512_dpwssd_epi32(s, mn[2], _mm512_set1_epi32(acp[i][2]));
+                    s = _mm512_dpwssd_epi32(s, mn[3], _mm512_set1_epi32(acp[i][3]));
+                    f = kstep(f, s, dm, da);
+                }
+                _mm512_store_ps(fb, f);
             }
     }
     const __mmask16 sm = (__mmask16)((1u << p->nr) - 1);
@@ -240,19 +253,27 @@ INLINE void kq_block(const int TG, const ob_panel *p, const ob_q8act *a, int t, 
             _mm512_mask_storeu_ps(y + (int64_t)(16 * g + m) * ldy, sm, _mm512_mul_ps(_mm512_load_ps(fbuf[g] + 16 * m), ts));
 }
 
-static void amx_kq(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+INLINE void run_k(const int MN, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
     configure(64, 16);
     const int tfull = t0 + (t1 - t0) / 16 * 16;
     for (int i = 0; i < np; i++) {
         float *yp = y + (int64_t)i * 16;
         int t = t0;
-        for (; t + 32 <= tfull; t += 32) kq_block(2, p + i, a, t, 16, yp + (int64_t)(t - t0) * ldy, ldy);
-        if (t < tfull) kq_block(1, p + i, a, t, 16, yp + (int64_t)(t - t0) * ldy, ldy);
+        for (; t + 32 <= tfull; t += 32) kq_block(MN, 2, p + i, a, t, 16, yp + (int64_t)(t - t0) * ldy, ldy);
+        if (t < tfull) kq_block(MN, 1, p + i, a, t, 16, yp + (int64_t)(t - t0) * ldy, ldy);
     }
     if (tfull < t1) {
         configure(64, t1 - tfull);
-        for (int i = 0; i < np; i++) kq_block(1, p + i, a, tfull, t1 - tfull, y + (int64_t)(tfull - t0) * ldy + (int64_t)i * 16, ldy);
+        for (int i = 0; i < np; i++) kq_block(MN, 1, p + i, a, tfull, t1 - tfull, y + (int64_t)(tfull - t0) * ldy + (int64_t)i * 16, ldy);
     }
+}
+
+static void amx_kq(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    run_k(1, p, np, a, t0, t1, y, ldy);
+}
+
+static void amx_ks(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
+    run_k(0, p, np, a, t0, t1, y, ldy);
 }
 
 /* The AVX-512 panel, then code * (sc & 7) into codes and code * (sc >> 3) into codes2: a 16-bit
@@ -277,13 +298,34 @@ static void pack_kq(const ob_weight *w, int64_t r0, ob_panel *p) {
                                                            _mm512_slli_epi32(_mm512_load_si512(p->mn + (2 * j + 1) * 16), 16)));
 }
 
+/* The AVX-512 panel, then w = (code - off) * sc in 16 bits (even and odd bytes of each word
+ * apart; sc in both halves of each row's dword), its low bytes into codes, high into codes2. */
+static void pack_ks(const ob_weight *w, int64_t r0, ob_panel *p) {
+    ob_kernels_avx512_table()->pack[w->type](w, r0, p);
+    const ob_kfmt *f = ob_kfmt_get(w->type);
+    const int64_t nsb = w->n_in / f->sb;
+    const __m512i off = _mm512_set1_epi16((short)f->off), lo8 = _mm512_set1_epi16(0xff), hi8 = _mm512_set1_epi16((short)0xff00);
+    for (int64_t j = 0; j < nsb; j++) {
+        const __m512i sc = _mm512_load_si512(p->sc + j * 16);
+        const __m512i s16 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc, 16));
+        for (int l = 0; l < f->sb / 4; l++) {
+            const size_t o = (size_t)(j * (f->sb / 4) + l) * 64;
+            const __m512i c = _mm512_load_si512(p->codes + o);
+            const __m512i we = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_and_si512(c, lo8), off), s16);
+            const __m512i wo = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_srli_epi16(c, 8), off), s16);
+            _mm512_store_si512(p->codes + o, _mm512_or_si512(_mm512_and_si512(we, lo8), _mm512_slli_epi16(wo, 8)));
+            _mm512_store_si512(p->codes2 + o, _mm512_or_si512(_mm512_srli_epi16(we, 8), _mm512_and_si512(wo, hi8)));
+        }
+    }
+}
+
 /* the same format classes as kernels_avx512.c's gemm */
 static void gemm_np(const ob_kfmt *f, const ob_panel *p, int np, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
     if (f->qb == 32) (f->has_mn ? amx_m32 : amx_b32)(f, p, np, a, t0, t1, y, ldy);
     else if (f->qb == 128) amx_b128(f, p, np, a, t0, t1, y, ldy);
     else if (!f->has_sc) amx_b256(f, p, np, a, t0, t1, y, ldy);
-    else if (f->sb == 32) (f->has_mn ? amx_kq : amx_x4)(f, p, np, a, t0, t1, y, ldy);
-    else (f->has_mn ? amx_k2 : amx_k6)(f, p, np, a, t0, t1, y, ldy);
+    else if (!f->has_mn) amx_ks(f, p, np, a, t0, t1, y, ldy);
+    else (f->sb == 32 ? amx_kq : amx_k2)(f, p, np, a, t0, t1, y, ldy);
 }
 
 static void gemm(const ob_kfmt *f, const ob_panel *p, const ob_q8act *a, int t0, int t1, float *y, int64_t ldy) {
@@ -300,6 +342,9 @@ static void table_init(void) {
     table.gemm_np = gemm_np;
     table.pack[OB_TYPE_Q4_K] = pack_kq; /* the panels amx_kq reads */
     table.pack[OB_TYPE_Q5_K] = pack_kq;
+    table.pack[OB_TYPE_Q6_K] = pack_ks; /* the panels amx_ks reads */
+    table.pack[OB_TYPE_Q3_K] = pack_ks;
+    table.pack[OB_TYPE_IQ4_XS] = pack_ks;
 }
 
 const ob_kernels *ob_kernels_amx_table(void) {

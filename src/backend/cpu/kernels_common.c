@@ -84,7 +84,7 @@ void ob_q8act_init(ob_q8act *a, void *mem, int64_t n, int64_t k, const ob_kfmt *
 }
 
 size_t ob_panel_bytes(int64_t k, int R, const ob_kfmt *f) {
-    size_t nsb = (size_t)(k / f->sb), nqb = (size_t)(k / f->qb), planes = f->has_sc && f->has_mn ? 2 : 1;
+    size_t nsb = (size_t)(k / f->sb), nqb = (size_t)(k / f->qb), planes = f->has_sc ? 2 : 1;
     return planes * al64((size_t)k * R) + 2 * al64(nsb * R * sizeof(int32_t)) + 2 * al64(nqb * R * sizeof(float));
 }
 
@@ -94,7 +94,7 @@ void ob_panel_init(ob_panel *p, void *mem, int64_t k, int R, const ob_kfmt *f) {
     p->codes = m;
     m += al64((size_t)k * R);
     p->codes2 = NULL;
-    if (f->has_sc && f->has_mn) {
+    if (f->has_sc) {
         p->codes2 = m;
         m += al64((size_t)k * R);
     }
