@@ -412,10 +412,29 @@ static void cpu_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, c
     }
 }
 
+typedef struct {
+    const ob_kernels *kt;
+    void *cache;
+    int type, n, dim, n_ctx;
+    const float *x;
+    const int32_t *pos, *seq;
+} kv_job;
+
+static void kv_task(void *ctx, int ith, int nth) {
+    const kv_job *j = ctx;
+    int64_t lo, hi;
+    split(j->n, ith, nth, &lo, &hi);
+    if (hi > lo)
+        ob_cpu_kv_write(j->kt, j->cache, j->type, j->x + lo * j->dim, (int)(hi - lo), j->dim, j->n_ctx, j->pos + lo, j->seq + lo);
+}
+
+/* Rows are converted one by one (each the same bits whoever converts it): a prompt's rows split over the pool. */
 static void cpu_kv_write(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx,
                          const int32_t *pos, const int32_t *seq) {
     cpu_state *s = st(b);
-    ob_cpu_kv_write(s->mm ? ob_cpu_mm_kernels(s->mm) : ob_kernels_scalar(), cache, type, x, n, dim, n_ctx, pos, seq);
+    kv_job j = {s->mm ? ob_cpu_mm_kernels(s->mm) : ob_kernels_scalar(), cache, type, n, dim, n_ctx, x, pos, seq};
+    if ((int64_t)n * dim >= PAR_MIN && n > 1) ob_pool_run(s->pool, kv_task, &j);
+    else kv_task(&j, 0, 1);
 }
 
 typedef struct { const ob_attn_args *a; cpu_state *s; } attn_job;
