@@ -606,6 +606,7 @@ INLINE void pack16(const ob_weight *w, int64_t r0, ob_panel *p, ob_kdec_fn dec) 
     const ob_kfmt *f = ob_kfmt_get(w->type);
     const int64_t k = w->n_in, nb = k / f->qb, nsub = f->qb / f->sb;
     const int step = f->qb < 64 ? 64 / f->qb : 1; /* blocks per 64-code group */
+    const size_t gb = w->row_bytes / (size_t)nb;   /* bytes per block (about: i2_s rows end in a scale) */
     _Alignas(64) uint8_t codes[16][256];
     int32_t sc[16], mn[16];
     p->scale = w->scale;
@@ -613,6 +614,10 @@ INLINE void pack16(const ob_weight *w, int64_t r0, ob_panel *p, ob_kdec_fn dec) 
         const int nblk = b + step <= nb ? step : (int)(nb - b);
         for (int r = 0; r < 16; r++) {
             const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + (r < p->nr ? r : p->nr - 1)) * w->row_bytes;
+            /* the same bytes of the row two panels on: 16 interleaved row streams are more than the
+             * hardware prefetcher follows (a prefetch past the matrix is harmless) */
+            for (size_t o = (size_t)b * gb; o < (size_t)(b + nblk) * gb; o += 64)
+                _mm_prefetch((const char *)row + 32 * w->row_bytes + o, _MM_HINT_T0);
             for (int s = 0; s < step; s++) {
                 float dw = 0, dm = 0;
                 if (s >= nblk) { /* past the last block: zero codes, nothing stored */
