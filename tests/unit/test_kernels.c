@@ -520,6 +520,30 @@ static void test_attn_tile(uint64_t *rs) {
         }
         free(kf), free(k0), free(k1), free(q), free(o0), free(o1), free(o2);
     }
+    /* the exponential: near exp over its range, 0 below it; every table's softmax the scalar bits */
+    int bad = 0;
+    for (int i = 0; i <= 100000; i++) {
+        float x = -90.0f * (float)i / 100000, e = ob_attn_exp(x);
+        double r = exp((double)x);
+        bad += x < -87.3f ? e != 0 : fabs(e - r) > 2.5e-7 * r;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(ob_attn_exp(0) == 1.0f && ob_attn_exp(-INFINITY) == 0);
+    for (int rep = 0; rep < 20; rep++) {
+        int n = 1 + (int)(rnext(rs) % 64);
+        float s0[64], s1[64], mx = rnorm(rs);
+        for (int k = 0; k < n; k++) s0[k] = mx - fabsf(rnorm(rs)) * (rep % 4 == 0 ? 40 : 4);
+        memcpy(s1, s0, sizeof s0);
+        float sum0 = sc->softmax(s0, n, mx), ref = 0;
+        for (int k = 0; k < n; k++) ref += s0[k];
+        CHECK(fabsf(sum0 - ref) <= 1e-5f * ref);
+        for (int i = 0; i < ns; i++) {
+            float s2[64];
+            memcpy(s2, s1, sizeof s1);
+            float sum1 = ob_attn_tile_for(simd[i]->name)->softmax(s2, n, mx);
+            CHECK(!memcmp(s0, s2, (size_t)n * 4) && !memcmp(&sum0, &sum1, 4));
+        }
+    }
 }
 
 /* ---- row ops: act_quant, relu2, add exact; rmsnorm and SiLU within float rounding ---------- */

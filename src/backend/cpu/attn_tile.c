@@ -1,9 +1,12 @@
 /* attn_tile.c — the inner loops of tiled attention (cpu_attn.c), one version per instruction set.
  *
  * Owns: scores of up to OB_ATTN_NQ queries against a block of keys stored transposed (kt[d * ldk
- * + k], f32) and their P·V accumulation over a block of f32 value rows. The arithmetic of every
- * lane is fixed and the same in every version, so all give the scalar version's bits:
+ * + k], f32), the exponentials of a query's scores (ob_attn_exp: attention's own exp, defined
+ * here op by op, so a vector version can give its bits) and their sum, and the P·V accumulation
+ * over a block of f32 value rows. The arithmetic of every lane is fixed and the same in every
+ * version, so all give the scalar version's bits:
  *   s[k] = (fma chain over d = 0..hd-1 of q[d] * kt[d][k], starting at 0) * scale
+ *   p[k] = ob_attn_exp(s[k] - mx), sum = 16 partial sums (k into k % 16) in ob_sum16's tree
  *   o[d] = fma(p[k], v[k][d], o[d]) for k = 0..nk-1 in order.
  * A query's result depends only on its own data, never on how many queries share the block or a
  * call: the AVX-512 version keeps the chains of up to 4 queries in registers side by side, so
@@ -17,6 +20,45 @@
 #include <string.h>
 
 #include "backend/cpu/attn_tile.h"
+#include "backend/cpu/kernels.h"
+
+/* ob_attn_exp's constants (Cephes expf) */
+#define EXP_MIN -87.3f
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+/* The scalar definition; ATTR compiles it for a version's instruction set (fmaf inline). */
+#define EXP_SCALAR(NAME, ATTR)                                                                     \
+    ATTR static inline float NAME(float x) {                                                       \
+        if (x < EXP_MIN) return 0.0f;                                                              \
+        const float n = nearbyintf(x * LOG2E);                                                     \
+        float r = fmaf(n, -LN2_HI, x);                                                             \
+        r = fmaf(n, -LN2_LO, r);                                                                   \
+        float p = fmaf(EXP_P0, r, EXP_P1);                                                         \
+        p = fmaf(p, r, EXP_P2), p = fmaf(p, r, EXP_P3), p = fmaf(p, r, EXP_P4), p = fmaf(p, r, EXP_P5); \
+        const float y = fmaf(p, r * r, r) + 1.0f;                                                  \
+        union { uint32_t u; float f; } e = {(uint32_t)((int32_t)n + 127) << 23};                  \
+        return y * e.f;                                                                            \
+    }                                                                                              \
+    ATTR static float NAME##_softmax(float *s, int n, float mx) {                                   \
+        float part[16] = {0};                                                                      \
+        for (int k = 0; k < n; k++) {                                                              \
+            s[k] = NAME(s[k] - mx);                                                                \
+            part[k % 16] += s[k];                                                                  \
+        }                                                                                          \
+        return ob_sum16(part);                                                                     \
+    }
+
+EXP_SCALAR(exp_c, )
+
+float ob_attn_exp(float x) { return exp_c(x); }
 
 /* ---- scalar ---------------------------------------------------------------------------------- */
 
@@ -51,7 +93,7 @@ static void transpose_c(const float *src, int nk, int hd, float *dst, int ldk) {
     }
 
 BY_QUERY(c, , scores1_c, pv1_c)
-static const ob_attn_tile tile_c = {scores_c, pv_c, transpose_c};
+static const ob_attn_tile tile_c = {scores_c, pv_c, exp_c_softmax, transpose_c};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -124,7 +166,8 @@ T2 static void pv1_avx2(float *o, const float *p, const float *v, int nk, int hd
 }
 
 BY_QUERY(avx2, T2, scores1_avx2, pv1_avx2)
-static const ob_attn_tile tile_avx2 = {scores_avx2, pv_avx2, transpose_c};
+EXP_SCALAR(exp_avx2, T2)
+static const ob_attn_tile tile_avx2 = {scores_avx2, pv_avx2, exp_avx2_softmax, transpose_c};
 
 /* ---- AVX-512 --------------------------------------------------------------------------------- */
 
@@ -243,6 +286,36 @@ T5 static void pv_avx512(float *o, const float *p, int ldp, int nq, const float 
     else pv_nq(1, o, p, ldp, v, nk, hd);
 }
 
+/* ob_attn_exp on 16 lanes, op for op the scalar definition. */
+INLINE5 __m512 exp16(__m512 x) {
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_LO), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(EXP_P0), r, _mm512_set1_ps(EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    const __m512 e = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_NLT_UQ); /* not below: NaN stays */
+    return _mm512_maskz_mul_ps(keep, y, e);
+}
+
+T5 static float softmax_avx512(float *s, int n, float mx) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m512 m = _mm512_set1_ps(mx);
+    for (int k = 0; k < n; k += 16) {
+        const __mmask16 l = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(l, s + k), m));
+        _mm512_mask_storeu_ps(s + k, l, e);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(l, e));
+    }
+    float part[16];
+    _mm512_storeu_ps(part, acc);
+    return ob_sum16(part);
+}
+
 /* 16 x 16 blocks: 32-bit and 64-bit unpacks within 128-bit lanes, then two rounds of lane shuffles. */
 T5 static void transpose_avx512(const float *src, int nk, int hd, float *dst, int ldk) {
     int k0 = 0;
@@ -276,7 +349,7 @@ T5 static void transpose_avx512(const float *src, int nk, int hd, float *dst, in
         for (int d = 0; d < hd; d++) dst[(size_t)d * ldk + k] = src[(size_t)k * hd + d];
 }
 
-static const ob_attn_tile tile_avx512 = {scores_avx512, pv_avx512, transpose_avx512};
+static const ob_attn_tile tile_avx512 = {scores_avx512, pv_avx512, softmax_avx512, transpose_avx512};
 #endif
 
 const ob_attn_tile *ob_attn_tile_scalar(void) { return &tile_c; }

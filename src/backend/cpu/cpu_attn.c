@@ -9,8 +9,8 @@
  * share the loads). Units go out through an atomic counter, last tokens first.
  * Positions are visited in the same chunks from position 0 whatever the batch and a query's
  * arithmetic does not depend on its unit, so decode and prompt agree bit for bit.
- * Does not own: the inner loops (attn_tile.c), the row conversions (kernels.h), the reference
- * two-pass attention (cpu_backend.c).
+ * Does not own: the inner loops and the exponential (attn_tile.c), the row conversions
+ * (kernels.h), the reference two-pass attention (cpu_backend.c).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -105,11 +105,7 @@ static void attn_run(attn_job *j, float *ws, int ia, int ib, int kh) {
             for (int qi = q0; qi < q1; qi++) {
                 float *s = S + (size_t)qi * CH, *og = O + (size_t)qi * hd;
                 const float corr = expf(M[qi] - mx[qi - q0]); /* 0 on the first chunk (m = -inf) */
-                float sum = 0;
-                for (int p = 0; p < n; p++) {
-                    s[p] = expf(s[p] - mx[qi - q0]);
-                    sum += s[p];
-                }
+                const float sum = tl->softmax(s, n, mx[qi - q0]);
                 if (corr != 1.0f)
                     for (int d = 0; d < hd; d++) og[d] *= corr;
                 L[qi] = L[qi] * corr + sum;
