@@ -1,9 +1,10 @@
 #!/bin/sh
-# GPU call 2 of the H200 run (docs/bench.md, "H200 (CUDA)"): waits for h200_setup.sh (llama.cpp's
-# CUDA build and the models), then 1bit bench --device cuda and llama-bench -ngl 99 -fa on on
-# the same files (tg128, pp512, pp4096; 3 repetitions, engines alternating per file), the
-# transformers baseline, and serving throughput (1bit serve vs llama-server, 64 slots each, the
-# same 1B Q4_0 file, 1bit bench --url --compare at 1/8/32/64 streams). Raw results under $OUT.
+# GPU calls 2 and 3 of the H200 run (docs/bench.md, "H200 (CUDA)"), on the machine h200_test.sh
+# left warm. `tables`: waits for h200_setup.sh (llama.cpp's CUDA build and the models), then
+# 1bit bench --device cuda and llama-bench -ngl 99 -fa on on the same files (tg128, pp512,
+# pp4096; 3 repetitions, engines alternating per file). `serve`: the transformers baseline and
+# serving throughput (1bit serve vs llama-server, 64 slots each, the same 1B Q4_0 file,
+# 1bit bench --url --compare at 1/8/32/64 streams). Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
@@ -14,9 +15,12 @@ ob() { ./build/1bit bench -m $M/$1 -p 512,4096 -n 128 -r 3 --device cuda -o json
        python3 -c "import sys,json;[print('1bit',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
 lb() { LD_LIBRARY_PATH= $LB -m $M/$1 -p 512,4096 -n 128 -r 3 -ngl 99 -fa on -o jsonl 2>>$OUT/err.log | tee -a $OUT/lb.jsonl |
        python3 -c "import sys,json;[print('llama.cpp',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
-for f in l1b-Q4_0 l1b-Q4_K_M l1b-f16 l1b-Q8_0 bn-q4_0 l8b-Q4_K_M l8b-Q8_0 l8b-Q4_0; do ob $f.gguf; lb $f.gguf; done | tee $OUT/table.txt
+if [ "$1" = tables ]; then
+for f in l1b-Q4_0 l1b-Q4_K_M l1b-f16 bn-q4_0 l8b-Q4_K_M l8b-Q8_0; do ob $f.gguf; lb $f.gguf; done | tee $OUT/table.txt
 for f in bn-tq2_0 bn-tq1_0 bn-i2_s; do ob $f.gguf; done | tee -a $OUT/table.txt
 ls -l $M | awk '{print $5, $9}' >$OUT/sizes.txt
+exit 0
+fi
 PYTHONUNBUFFERED=1 LD_LIBRARY_PATH= timeout 150 python3 bench/cuda/hf_baseline.py bench/configs/llama-3.2-1b.json 2>&1 | grep -E "^hf|^transformers" | tee $OUT/hf.txt
 # serving
 ./build/1bit serve -m $M/l1b-Q4_0.gguf --device cuda -np 64 -c 512 --port 8081 >$OUT/serve1.log 2>&1 &

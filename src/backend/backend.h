@@ -128,6 +128,9 @@ struct ob_backend {
      * same size that the backend may overwrite. */
     void (*matmul_glu)(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
                        float *up, int n);
+    /* rope(q: a->n rows of a->n_head heads), rope(k: n_head_kv heads), then kv_write of k into a->k
+     * and of v into a->v at (a->seq[i], a->pos[i]); a->q and a->out are not used. */
+    void (*rope_kv)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
 };
 
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with

@@ -266,13 +266,16 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     if (L->bv) be->add_bias(be, c->v, L->bv, n, kvd);
     if (L->q_norm) be->rmsnorm(be, c->q, L->q_norm, c->q, n * hp->n_head, hp->head_dim, hp->eps);
     if (L->k_norm) be->rmsnorm(be, c->k, L->k_norm, c->k, n * hp->n_head_kv, hp->head_dim, hp->eps);
-    be->rope(be, c->q, n, hp->n_head, hp->head_dim, pos, &hp->rope);
-    be->rope(be, c->k, n, hp->n_head_kv, hp->head_dim, pos, &hp->rope);
-    be->kv_write(be, c->k_cache[il], c->type_k, c->k, n, kvd, c->n_ctx, pos, seq);
-    be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
-
     ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
                       hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
+    if (be->rope_kv) {
+        be->rope_kv(be, &a, c->q, c->k, c->v, &hp->rope);
+    } else {
+        be->rope(be, c->q, n, hp->n_head, hp->head_dim, pos, &hp->rope);
+        be->rope(be, c->k, n, hp->n_head_kv, hp->head_dim, pos, &hp->rope);
+        be->kv_write(be, c->k_cache[il], c->type_k, c->k, n, kvd, c->n_ctx, pos, seq);
+        be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
+    }
     be->attention(be, &a);
     if (L->attn_sub_norm) be->rmsnorm(be, c->att, L->attn_sub_norm, c->att, n, qd, hp->eps);
     maybe_act_quant(c, "o_in", il, c->att, n, qd);

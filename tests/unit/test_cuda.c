@@ -7,8 +7,8 @@
  *    the exact dot products of the dequantized weights (format/quant_tensor's reference) in
  *    double; every output is poisoned with NaN first, so an unwritten one fails;
  *  - get_rows of every type, exactly;
- *  - the fused ops (matmul_add, matmul_multi, matmul_glu) against the plain ops they stand for,
- *    bit for bit, on both matmul paths and the fallback kernel;
+ *  - the fused ops (matmul_add, matmul_multi, matmul_glu, rope_kv) against the plain ops they
+ *    stand for, bit for bit, on both matmul paths and the fallback kernel;
  *  - rmsnorm, rope (both styles, partial rotation, llama3 frequency factors), kv_write (f32,
  *    f16, q8_0 rows byte for byte), attention (each cache type, GQA, several sequences, long
  *    contexts that take the split-over-the-sequence path), add, add_bias, glu, act_quant_i8
@@ -100,6 +100,33 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
 }
 
 
+/* x [rows][k] as the int8 path of the decode matmul sees it (cuda_q8.cuh, quant_row: the CPU's
+ * quantizer): a row on the grid of max|x| / 127 keeps that scale, others get one per 32
+ * elements; d * code for each element. A plain copy when !on. */
+static float *q8_activations(const float *x, int rows, int64_t k, int on) {
+    float *q = malloc((size_t)rows * k * sizeof(float));
+    memcpy(q, x, (size_t)rows * k * sizeof(float));
+    for (int r = 0; on && r < rows; r++) {
+        const float *xr = x + (size_t)r * k;
+        float *qr = q + (size_t)r * k, amax = 0;
+        for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(xr[i]));
+        const float dr = amax / 127.0f, idr = amax > 0 ? 1.0f / dr : 0.0f;
+        int row_mode = amax > 0;
+        for (int64_t i = 0; i < k && row_mode; i++) row_mode = fabsf(xr[i] * idr - rintf(xr[i] * idr)) <= 1e-3f;
+        for (int64_t b = 0; b < k; b += 32) {
+            float d = dr, id = idr;
+            if (!row_mode) {
+                float bmax = 0;
+                for (int i = 0; i < 32; i++) bmax = fmaxf(bmax, fabsf(xr[b + i]));
+                d = bmax / 127.0f;
+                id = d != 0 ? 1.0f / d : 0.0f;
+            }
+            for (int i = 0; i < 32; i++) qr[b + i] = d * fminf(fmaxf(rintf(xr[b + i] * id), -127.0f), 127.0f);
+        }
+    }
+    return q;
+}
+
 static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, const int *ns, int n_ns) {
     const ob_type_traits *t = ob_type_get(type);
     size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
@@ -115,23 +142,41 @@ static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, c
     for (int k = 0; k < n_ns; k++) {
         int n = ns[k];
         float *x = randf((size_t)n * n_in, 1.0f), *y = malloc((size_t)n * n_out * sizeof(float));
+        if (k == 1 && n_in % 32 == 0) /* rows on an int8 grid, as BitNet's quantizer leaves them */
+            for (int i = 0; i < n; i++) {
+                float sc = 20.0f + 10.0f * (float)i;
+                for (int64_t e = 0; e < n_in; e++) x[(size_t)i * n_in + e] = (float)rint_in(-127, 127) / sc;
+                x[(size_t)i * n_in] = 127.0f / sc;
+            }
         double *ref = malloc((size_t)n * n_out * sizeof(double));
+        double *ref8 = malloc((size_t)n * n_out * sizeof(double));
+        float *xq = q8_activations(x, n, n_in, n_in % 32 == 0);
         for (int i = 0; i < n; i++)
             for (int64_t r = 0; r < n_out; r++) {
-                double s = 0;
-                for (int64_t e = 0; e < n_in; e++) s += (double)wd[r * n_in + e] * x[(size_t)i * n_in + e];
+                double s = 0, s8 = 0;
+                for (int64_t e = 0; e < n_in; e++) {
+                    s += (double)wd[r * n_in + e] * x[(size_t)i * n_in + e];
+                    s8 += (double)wd[r * n_in + e] * xq[(size_t)i * n_in + e];
+                }
                 ref[(size_t)i * n_out + r] = s;
+                ref8[(size_t)i * n_out + r] = s8;
             }
         void *dx = dev_copy(g, x, (size_t)n * n_in * sizeof(float)), *dy = dev_nan(g, (size_t)n * n_out);
         g->matmul(g, &w, dx, dy, n);
         g->download(g, y, dy, (size_t)n * n_out * sizeof(float));
-        double err = rel_err(y, ref, (size_t)n * n_out);
-        /* fused path: float32 (1e-5 measured order); tensor cores: 16-bit operands */
+        /* decode kernels: float32 activations (1e-5 measured order), or int8 activations, then
+         * against the same dot product with the activations as the kernel quantizes them;
+         * tensor cores: 16-bit operands */
+        double err = rel_err(y, ref, (size_t)n * n_out), err8 = rel_err(y, ref8, (size_t)n * n_out);
+        int on8 = n <= 32 && err8 < err;
+        if (on8) err = err8;
         double tol = n <= 32 || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
         if (err > tol || ob_test_verbose)
-            fprintf(stderr, "  cuda matmul %-7s %5lld x %5lld n=%-3d rel err %.3g (tol %.1g)\n", t->name, (long long)n_in,
-                    (long long)n_out, n, err, tol);
+            fprintf(stderr, "  cuda matmul %-7s %5lld x %5lld n=%-3d rel err %.3g (tol %.1g%s)\n", t->name, (long long)n_in,
+                    (long long)n_out, n, err, tol, on8 ? ", int8 activations" : "");
         CHECK(err <= tol);
+        free(ref8);
+        free(xq);
         g->dealloc(g, dx);
         g->dealloc(g, dy);
         free(x);
@@ -244,8 +289,15 @@ static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_
             void *bufs[] = {gate, upb, gate2, up2};
             for (int i = 0; i < 4; i++) g->dealloc(g, bufs[i]);
         }
-        void *bufs[] = {dx, da, db, dt};
-        for (int i = 0; i < 4; i++) g->dealloc(g, bufs[i]);
+        /* RMSNorm quantizes its output for the next projection: the same codes as the quantizer's */
+        void *dh = dev_nan(g, nx), *dh2 = dev_nan(g, nx);
+        g->rmsnorm(g, dx, NULL, dh, n, (int)n_in, 1e-5f);
+        g->matmul(g, &w[0], dh, da, n);
+        g->copy(g, dh2, dh, nx * 4);
+        g->matmul(g, &w[0], dh2, db, n);
+        cmp_exact(g, da, db, ny, "norm codes", type, n);
+        void *bufs[] = {dx, da, db, dt, dh, dh2};
+        for (int i = 0; i < 6; i++) g->dealloc(g, bufs[i]);
         free(x);
         free(y0);
     }
@@ -350,6 +402,43 @@ static void test_rope(ob_backend *g, ob_backend *c) {
     g->dealloc(g, dff);
 }
 
+/* rope_kv against rope, rope, kv_write, kv_write on the GPU: the same q, k and cache bytes. */
+static void test_rope_kv(ob_backend *g, int type, int style) {
+    const int n = 5, n_head = 8, n_head_kv = 2, hd = 64, n_ctx = 40, n_seq = 2, kvd = n_head_kv * hd;
+    size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, rb = ob_type_row_size(type, kvd), cb = (size_t)n_seq * n_ctx * rb;
+    int32_t pos[5], seq[5];
+    for (int i = 0; i < n; i++) {
+        seq[i] = i & 1;
+        pos[i] = 3 + i / 2;
+    }
+    ob_rope r = {(ob_rope_style)style, 48, 10000.0f, 1.0f, NULL};
+    float *q = randf(qn, 1.0f), *k = randf(kn, 1.0f), *v = randf(kn, 1.0f);
+    uint8_t *zero = calloc(1, cb);
+    void *q1 = dev_copy(g, q, qn * 4), *k1 = dev_copy(g, k, kn * 4), *q2 = dev_copy(g, q, qn * 4), *k2 = dev_copy(g, k, kn * 4);
+    void *dv = dev_copy(g, v, kn * 4), *kc1 = dev_copy(g, zero, cb), *vc1 = dev_copy(g, zero, cb), *kc2 = dev_copy(g, zero, cb),
+         *vc2 = dev_copy(g, zero, cb);
+    g->rope(g, q1, n, n_head, hd, pos, &r);
+    g->rope(g, k1, n, n_head_kv, hd, pos, &r);
+    g->kv_write(g, kc1, type, k1, n, kvd, n_ctx, pos, seq);
+    g->kv_write(g, vc1, type, dv, n, kvd, n_ctx, pos, seq);
+    ob_attn_args a = {NULL, NULL, kc2, vc2, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 0.125f};
+    g->rope_kv(g, &a, q2, k2, dv, &r);
+    float *h1 = dev_get(g, q1, qn), *h2 = dev_get(g, q2, qn), *h3 = dev_get(g, k1, kn), *h4 = dev_get(g, k2, kn);
+    CHECK(memcmp(h1, h2, qn * 4) == 0);
+    CHECK(memcmp(h3, h4, kn * 4) == 0);
+    uint8_t *c1 = malloc(cb), *c2 = malloc(cb);
+    g->download(g, c1, kc1, cb);
+    g->download(g, c2, kc2, cb);
+    CHECK(memcmp(c1, c2, cb) == 0);
+    g->download(g, c1, vc1, cb);
+    g->download(g, c2, vc2, cb);
+    CHECK(memcmp(c1, c2, cb) == 0);
+    if (ob_test_verbose) fprintf(stderr, "  cuda rope_kv %s style %d compared\n", ob_type_get(type)->name, style);
+    void *bufs[] = {q1, k1, q2, k2, dv, kc1, vc1, kc2, vc2};
+    for (int i = 0; i < 9; i++) g->dealloc(g, bufs[i]);
+    free(h1); free(h2); free(h3); free(h4); free(c1); free(c2); free(q); free(k); free(v); free(zero);
+}
+
 static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, int n_ctx, int n) {
     const int n_head = 8, n_head_kv = 2, n_seq = 2, kvd = n_head_kv * hd;
     size_t rb = ob_type_row_size(type, kvd), cache_bytes = (size_t)n_seq * n_ctx * rb;
@@ -412,6 +501,9 @@ OB_SUITE(cuda_kernels) {
     test_row_ops(g, c);
     test_rope(g, c);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
+    CHECK(g->rope_kv != NULL);
+    for (int k = 0; g->rope_kv && k < 3; k++)
+        for (int style = 0; style < 2; style++) test_rope_kv(g, kv_types[k], style);
     for (int k = 0; k < 3; k++) {
         test_kv_attention(g, c, kv_types[k], 64, 300, 3);
         test_kv_attention(g, c, kv_types[k], 128, 3000, 1); /* decode of a long context: split spans */

@@ -30,6 +30,15 @@ void cu_check_blas(cublasStatus_t e, const char *what) {
 
 static cu_state *st(ob_backend *b) { return (cu_state *)b->priv; }
 
+/* The int8 activation codes (cu_xq_tag) stay valid only until something may write their source:
+ * every op forgets them, except the matmuls, which only read their input and forget them when
+ * an output overlaps it. */
+static void xq_forget(cu_state *s) { cu_xq_tag(s, NULL, 0, 0); }
+static void xq_forget_if(cu_state *s, const float *y, size_t n) {
+    const float *src = s->xq_src;
+    if (src && y < src + (size_t)s->xq_n * s->xq_dim && src < y + n) xq_forget(s);
+}
+
 static void track(cu_state *s, void *p) {
     if (s->n_allocs == s->cap_allocs) {
         int cap = s->cap_allocs ? 2 * s->cap_allocs : 256;
@@ -153,7 +162,7 @@ static void cu_free(ob_backend *b) {
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->ytmp, s->attn_part};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -182,6 +191,7 @@ static void *cu_alloc(ob_backend *b, size_t size) {
 
 static void cu_dealloc(ob_backend *b, void *p) {
     if (!p) return;
+    xq_forget(st(b)); /* a new buffer may take its address */
     cu_graph_forget(st(b)); /* a recording may name it, and a new buffer may take its address */
     untrack(st(b), p);
     cudaFree(p);
@@ -206,6 +216,7 @@ static void cu_download(ob_backend *b, void *host, const void *dev, size_t size)
 
 static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }
 
+
 /* Profiled op: the GPU time of call under name (only computed when profiling) */
 #define PROF(s, name, bytes, call)                       \
     do {                                                 \
@@ -220,7 +231,9 @@ static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, floa
     if (s->prof)
         snprintf(name, sizeof name, "matmul %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
                  n == 1 ? "=1" : n <= 8 ? "<=8" : n <= 32 ? "<=32" : ">32");
+    xq_forget_if(s, y, (size_t)n * w->n_out);
     PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul(s, w, x, y, n));
+    xq_forget_if(s, y, (size_t)n * w->n_out);
 }
 
 static void cu_op_matmul_add(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
@@ -229,7 +242,9 @@ static void cu_op_matmul_add(ob_backend *b, const ob_weight *w, const float *x, 
     if (s->prof)
         snprintf(name, sizeof name, "matmul+add %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
                  n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    xq_forget_if(s, y, (size_t)n * w->n_out);
     PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul_add(s, w, x, y, n));
+    xq_forget_if(s, y, (size_t)n * w->n_out);
 }
 
 static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
@@ -240,7 +255,9 @@ static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float 
     if (s->prof)
         snprintf(name, sizeof name, "matmul x%d %s %lld n%s", count, ob_type_name(ws[0]->type), (long long)ws[0]->n_in,
                  n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    for (int i = 0; i < count; i++) xq_forget_if(s, ys[i], (size_t)n * ws[i]->n_out);
     PROF(s, name, bytes, cu_matmul_multi(s, ws, ys, count, x, n));
+    for (int i = 0; i < count; i++) xq_forget_if(s, ys[i], (size_t)n * ws[i]->n_out);
 }
 
 static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
@@ -250,11 +267,16 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     if (s->prof)
         snprintf(name, sizeof name, "matmul+glu %s %lldx%lld n%s", ob_type_name(g->type), (long long)g->n_in, (long long)g->n_out,
                  n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    xq_forget_if(s, gate, (size_t)n * g->n_out);
+    xq_forget_if(s, up, (size_t)n * u->n_out);
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
+    xq_forget_if(s, gate, (size_t)n * g->n_out);
+    xq_forget_if(s, up, (size_t)n * u->n_out);
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
     cu_state *s = st(b);
+    xq_forget(s);
     const int32_t *d = cu_idx(s, ids, n);
     PROF(s, "get_rows", (double)w->row_bytes * n, cu_get_rows(s, w, d, n, y));
 }
@@ -266,19 +288,31 @@ static void cu_op_rmsnorm(ob_backend *b, const float *x, const float *w, float *
 
 static void cu_op_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
     cu_state *s = st(b);
+    xq_forget(s);
     const int32_t *d = cu_idx(s, pos, n);
     PROF(s, "rope", 4.0 * n * n_head * head_dim, cu_rope(s, x, n, n_head, head_dim, d, r));
+}
+
+static void cu_op_rope_kv(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
+    cu_state *s = st(b);
+    xq_forget(s);
+    ob_attn_args d = *a;
+    d.pos = cu_idx(s, a->pos, a->n);
+    d.seq = cu_idx(s, a->seq, a->n);
+    PROF(s, "rope_kv", 4.0 * a->n * (a->n_head + 3 * a->n_head_kv) * a->head_dim, cu_rope_kv(s, &d, q, k, v, r));
 }
 
 static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                            const int32_t *seq) {
     cu_state *s = st(b);
+    xq_forget(s);
     const int32_t *dpos = cu_idx(s, pos, n), *dseq = cu_idx(s, seq, n);
     PROF(s, "kv_write", 4.0 * n * dim, cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq));
 }
 
 static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
     cu_state *s = st(b);
+    xq_forget(s);
     ob_attn_args d = *a;
     double bytes = 0;
     if (s->prof) /* every query head reads its K/V head's rows up to its position */
@@ -292,23 +326,28 @@ static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
 
 static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) {
     cu_state *s = st(b);
+    xq_forget(s);
     PROF(s, "add", 8.0 * n, cu_add(s, y, x, n));
 }
 static void cu_op_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) {
     cu_state *s = st(b);
+    xq_forget(s);
     PROF(s, "add_bias", 4.0 * n * dim, cu_add_bias(s, y, bias, n, dim));
 }
 static void cu_op_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) {
     cu_state *s = st(b);
+    xq_forget(s);
     PROF(s, "glu", 8.0 * n, cu_glu(s, act, gate, up, n));
 }
 static void cu_op_act_quant_i8(ob_backend *b, float *x, int n, int dim) {
     cu_state *s = st(b);
+    xq_forget(s);
     PROF(s, "act_quant_i8", 4.0 * n * dim, cu_act_quant_i8(s, x, n, dim));
 }
 
 static void cu_op_copy(ob_backend *b, void *dst, const void *src, size_t size) {
     cu_state *s = st(b);
+    xq_forget(s);
     PROF(s, "copy", (double)size, cu_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, s->stream), "copy"));
 }
 
@@ -319,9 +358,13 @@ static void cu_op_sync(ob_backend *b) {
 }
 
 static int cu_op_graph_begin(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n) {
+    xq_forget(st(b)); /* a replay runs no host code: start every step from nothing */
     return cu_graph_begin(st(b), key, ids, pos, seq, n);
 }
-static int cu_op_graph_end(ob_backend *b) { return cu_graph_end(st(b)); }
+static int cu_op_graph_end(ob_backend *b) {
+    xq_forget(st(b));
+    return cu_graph_end(st(b));
+}
 
 extern "C" int ob_backend_cuda_usable(void) {
     int count = 0;
@@ -365,5 +408,6 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->matmul_add = cu_op_matmul_add;
     b->matmul_multi = cu_op_matmul_multi;
     b->matmul_glu = cu_op_matmul_glu;
+    b->rope_kv = cu_op_rope_kv;
     return b;
 }

@@ -7,12 +7,19 @@
  * the same R of the up weight for GLU). It first copies their bytes, one contiguous span per
  * weight, from global to shared memory with 16-byte asynchronous copies, all issued at once (a
  * quantized row's blocks are 17-210 bytes and rarely 16-byte aligned: staging makes every
- * global load full width and keeps many loads in flight per SM), then decodes 8-element chunks
- * from shared memory (cuda_quant.cuh's deq8, the same decoders as every path) and multiplies
- * them with up to NT tokens at a time, looping over token groups so that a batch reads the
- * weights from memory once. Float32 throughout, the same arithmetic per output as k_gemv
- * (cuda_matmul.cu): the same function as the CPU reference up to summation order. R is picked per
- * call from the row size (shared memory) and the row count (enough blocks for the GPU).
+ * global load full width and keeps many loads in flight per SM), then computes from shared
+ * memory, looping over token groups (up to NT tokens each) so that a batch reads the weights
+ * from memory once:
+ *  - int8 path (q4_0, q8_0, q4_K, q6_K, tq2_0, i2_s: cuda_q8.cuh): the activations are
+ *    quantized to int8 per row as the CPU's integer kernels do (k_quant_x, or the RMSNorm that
+ *    produced them), each warp takes rows and its lanes 32-element sub-blocks, and __dp4a
+ *    makes exact integer sums; float scales after. The same function as the CPU's fast path.
+ *  - float path (every other type): threads take 8-element chunks, decode them with
+ *    cuda_quant.cuh's deq8 and multiply in float32 with the float activations: the same
+ *    function as the CPU reference up to summation order.
+ * Each output's arithmetic depends neither on R nor on the token group, so a prompt of up to 32
+ * tokens and token-by-token decoding agree, and the fused forms give the plain ops' bits. R is
+ * picked per call from the row size (shared memory) and the row count (enough blocks).
  * Does not own: the cuBLAS path and the fallback kernel (cuda_matmul.cu), the decoders.
  */
 #include <cuda_pipeline.h>
@@ -20,7 +27,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_int.h"
-#include "backend/cuda/cuda_quant.cuh"
+#include "backend/cuda/cuda_q8.cuh"
 
 #define GV_THREADS 128
 #define GV_SMEM 16384      /* staged bytes per block R is picked for */
@@ -45,6 +52,8 @@ struct gv_args {
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
     const float *x;   /* [n][n_in] */
+    const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (k_quant_x) */
+    const float2 *xs;
 };
 
 /* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
@@ -59,6 +68,120 @@ __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *
     const int n16 = (int)((a - a0 + len + 15) >> 4);
     for (int i = threadIdx.x; i < n16; i += GV_THREADS) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
     return dst + (a - a0);
+}
+
+/* Float path: each thread takes 8-element chunks c = tid, tid + 128, ... of every staged row,
+ * decodes a chunk once and multiplies it with each token's activations; red[warp][r * NT + t]
+ * gets the warp's partial sum (the epilogue adds the four warps). */
+template <int T, int NT, int RMAX>
+__device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
+                                            float (*red)[RMAX * NT]) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nch = a.n_in / 8;
+    float acc[RMAX][NT];
+#pragma unroll
+    for (int r = 0; r < RMAX; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    for (int c = tid; c < nch; c += GV_THREADS) {
+        float xv[NT][8];
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                const float4 *xp = (const float4 *)(a.x + (size_t)(t0 + t) * a.n_in) + 2 * c;
+                float4 p = __ldg(xp), q = __ldg(xp + 1);
+                xv[t][0] = p.x; xv[t][1] = p.y; xv[t][2] = p.z; xv[t][3] = p.w;
+                xv[t][4] = q.x; xv[t][5] = q.y; xv[t][6] = q.z; xv[t][7] = q.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RMAX; r++) {
+            if (r < rows) {
+                float v[8];
+                deq8<T>(r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb, c, v);
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[t][i], s);
+                    acc[r][t] += s;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < RMAX; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float v = acc[r][t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) red[warp][r * NT + t] = v;
+        }
+}
+
+/* Int8 path (cuda_q8.cuh): warp w owns staged rows w, w + 4, ...; its lanes take 32-element
+ * sub-blocks sb = lane, lane + 32, ..., unpack each once and dot it with each token's codes.
+ * red[warp][r * NT + t] gets the row's sum for the rows the warp owns and 0 for the others. */
+template <int T, int NT, int RMAX>
+__device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
+                                           float (*red)[RMAX * NT]) {
+    constexpr int RW = (RMAX + 3) / 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
+    float acc[RW][NT];
+#pragma unroll
+    for (int rr = 0; rr < RW; rr++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[rr][t] = 0.0f;
+#pragma unroll
+    for (int rr = 0; rr < RW; rr++) {
+        const int r = warp + 4 * rr;
+        if (r >= rows) continue;
+        const uint8_t *rp = r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
+        for (int sb = lane; sb < nsb; sb += 32) {
+            q8w<T> W;
+            W.load(rp, sb);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const int4 *xp = (const int4 *)(a.xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
+                    const int4 p = __ldg(xp), q = __ldg(xp + 1);
+                    const int xw[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
+                    acc[rr][t] += W.dot(xw, __ldg(a.xs + (size_t)(t0 + t) * nsb + sb));
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int rr = 0; rr < RW; rr++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc[rr][t] += __shfl_xor_sync(0xffffffffu, acc[rr][t], o);
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < RMAX; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) red[warp][r * NT + t] = (r & 3) == warp && r < rows ? acc[r >> 2][t] : 0.0f;
+}
+
+/* Int8 activations for the int8 path: one block per row (cuda_q8.cuh, quant_row). */
+__global__ void k_quant_x(const float *__restrict__ x, int n_in, int8_t *__restrict__ xq, float2 *__restrict__ xs) {
+    const size_t i = blockIdx.x;
+    quant_row(x + i * n_in, n_in, xq + i * n_in, xs + i * (n_in / 32));
+}
+
+void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
+    const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
+    if (nc + nb * sizeof(float2) > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
+    cu_reserve(s, &s->xq, &s->xq_cap, nc + nb * sizeof(float2));
+    *codes = (int8_t *)s->xq;
+    *scales = (float2 *)((uint8_t *)s->xq + nc);
+}
+
+void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
+    s->xq_src = src;
+    s->xq_n = n;
+    s->xq_dim = dim;
 }
 
 template <int T, int NT, int RMAX>
@@ -77,49 +200,11 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     __pipeline_wait_prior(0);
     __syncthreads();
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nch = a.n_in / 8;
+    const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        float acc[RMAX][NT];
-#pragma unroll
-        for (int r = 0; r < RMAX; r++)
-#pragma unroll
-            for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-        for (int c = tid; c < nch; c += GV_THREADS) {
-            float xv[NT][8];
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    const float4 *xp = (const float4 *)(a.x + (size_t)(t0 + t) * a.n_in) + 2 * c;
-                    float4 p = __ldg(xp), q = __ldg(xp + 1);
-                    xv[t][0] = p.x; xv[t][1] = p.y; xv[t][2] = p.z; xv[t][3] = p.w;
-                    xv[t][4] = q.x; xv[t][5] = q.y; xv[t][6] = q.z; xv[t][7] = q.w;
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < RMAX; r++) {
-                if (r < rows) {
-                    float v[8];
-                    deq8<T>(r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb, c, v);
-#pragma unroll
-                    for (int t = 0; t < NT; t++) {
-                        float s = 0.0f;
-#pragma unroll
-                        for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[t][i], s);
-                        acc[r][t] += s;
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < RMAX; r++)
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                float v = acc[r][t];
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-                if (lane == 0) red[warp][r * NT + t] = v;
-            }
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
+        else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
             const int r = k / NT, t = k % NT;
@@ -180,6 +265,18 @@ template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
+    if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
+        int8_t *q;
+        float2 *xs;
+        cu_xq_bufs(s, a.n, a.n_in, &q, &xs);
+        if (s->xq_src != a.x || s->xq_n != a.n || s->xq_dim != a.n_in) {
+            k_quant_x<<<(unsigned)a.n, 256, 0, s->stream>>>(a.x, a.n_in, q, xs);
+            CU_LAUNCHED("matmul (quantize activations)");
+            cu_xq_tag(s, a.x, a.n, a.n_in);
+        }
+        a.xq = q;
+        a.xs = xs;
+    }
     if (a.n == 1) gv_launch<T, 1, 8>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 4>(s, a);
     else gv_launch<T, 8, 4>(s, a);

@@ -65,10 +65,16 @@ typedef struct {
     size_t xconv_cap;
     float *xrot;           /* [xrot_cap floats]: activations rotated for lean4 weights */
     size_t xrot_cap;
+    void *xq;              /* [xq_cap bytes]: activations as int8 codes + block scales (cuda_gemv.cu) */
+    size_t xq_cap;
+    const float *xq_src;   /* xq holds the codes of xq_src[xq_n][xq_dim] (NULL: of nothing); every op */
+    int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
     size_t ytmp_cap;
-    float *attn_part;      /* [attn_cap floats]: flash-decoding partial results */
+    float *attn_part;      /* [attn_cap bytes]: flash-decoding partial results */
     size_t attn_cap;
+    int *attn_cnt;         /* [attn_cnt_cap bytes]: spans finished per (token, head); 0 between launches */
+    size_t attn_cnt_cap;
     void **allocs;         /* every live device allocation (uploads are freed with the backend) */
     int n_allocs, cap_allocs;
     cu_graph graphs[CU_GRAPHS];
@@ -117,12 +123,17 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
  * lean4); each returns 0 without launching anything when the weights do not suit it */
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
+/* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
+void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
+void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n);
 
 /* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
 void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r);
+/* rope of q and k, then kv_write of k and v, as backend.h's rope_kv (a's pos / seq on the device) */
+void cu_rope_kv(cu_state *s, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
 void cu_kv_write(cu_state *s, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                  const int32_t *seq);
 void cu_add(cu_state *s, float *y, const float *x, size_t n);

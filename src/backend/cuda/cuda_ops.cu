@@ -10,31 +10,13 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_q8.cuh"
 
 #define OPS_THREADS 256
 
-/* Sum (or max) of v over the block; every thread gets the result. */
-template <bool MAX> __device__ float block_reduce(float v) {
-    __shared__ float part[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? fmaxf(v, u) : v + u;
-    }
-    __syncthreads(); /* part may still be read by a previous call */
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    v = lane < nw ? part[lane] : (MAX ? 0.0f : 0.0f);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = MAX ? fmaxf(v, u) : v + u;
-    }
-    return v;
-}
-
-__global__ void k_rmsnorm(const float *x, const float *w, float *y, int dim, float eps) {
+/* With q: the normed row is also quantized for the int8 matmul path (quant_row), so that the
+ * projections that read it need no quantizer launch of their own. */
+__global__ void k_rmsnorm(const float *x, const float *w, float *y, int dim, float eps, int8_t *q, float2 *xs) {
     const float *xi = x + (size_t)blockIdx.x * dim;
     float *yi = y + (size_t)blockIdx.x * dim;
     float ss = 0.0f;
@@ -42,37 +24,104 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *y, int dim, flo
     ss = block_reduce<false>(ss);
     const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
     for (int k = threadIdx.x; k < dim; k += blockDim.x) yi[k] = xi[k] * inv * (w ? w[k] : 1.0f);
+    if (!q) return;
+    __syncthreads(); /* the block's writes of yi are visible to the whole block */
+    quant_row(yi, dim, q + (size_t)blockIdx.x * dim, xs + (size_t)blockIdx.x * (dim / 32));
 }
 
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) {
     if (n <= 0) return;
     int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
-    k_rmsnorm<<<(unsigned)n, th, 0, s->stream>>>(x, w, y, dim, eps);
+    int8_t *q = NULL;
+    float2 *xs = NULL;
+    if (n <= CU_GEMV_MAX && dim % 32 == 0) cu_xq_bufs(s, n, dim, &q, &xs);
+    k_rmsnorm<<<(unsigned)n, th, 0, s->stream>>>(x, w, y, dim, eps, q, xs);
     CU_LAUNCHED("rmsnorm");
+    cu_xq_tag(s, q ? y : NULL, n, dim);
 }
 
-/* One block per token: the angles of its pairs in double, as the reference computes them, into
- * shared memory once, then every (head, pair) by its own thread. */
-__global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
-    extern __shared__ float cs[]; /* [half] cos, then [half] sin */
-    const int half = r.n_rot / 2, i = blockIdx.x;
+/* Element e of a row into its cache row dst: f32 / f16 one element per thread; q8_0 one warp
+ * per 32-element block (all 32 lanes of the warp call with the same e / 32). */
+__device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *src, int e) {
+    const float v = src[e];
+    if (type == OB_TYPE_Q8_0) {
+        float amax = fabsf(v);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t *blk = dst + (size_t)(e / 32) * 34;
+        if ((e & 31) == 0) *(__half *)blk = __float2half_rn(d);
+        blk[2 + (e & 31)] = (uint8_t)(int8_t)roundf(v * id);
+    } else if (type == OB_TYPE_F16) {
+        ((__half *)dst)[e] = __float2half_rn(v);
+    } else {
+        ((float *)dst)[e] = v;
+    }
+}
+
+__global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
+                           const int32_t *seq, size_t row_bytes) {
+    const int i = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= dim) return; /* q8_0: dim is a multiple of 32, whole warps leave together */
+    kv_store(cache + ((size_t)seq[i] * n_ctx + pos[i]) * row_bytes, type, x + (size_t)i * dim, e);
+}
+
+/* The cos / sin of token i's pairs into cs[half], cs[half + k] (double, as the reference). */
+__device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r) {
+    const int half = r.n_rot / 2;
     for (int k = threadIdx.x; k < half; k += blockDim.x) {
         double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
         if (r.freq_factors) inv_freq /= r.freq_factors[k];
-        const double ang = (double)pos[i] * r.freq_scale * inv_freq;
+        const double ang = (double)pos * r.freq_scale * inv_freq;
         cs[k] = (float)cos(ang);
         cs[half + k] = (float)sin(ang);
     }
-    __syncthreads();
+}
+
+/* Rotates the n_head heads of one token's row x, every (head, pair) by its own thread. */
+__device__ __forceinline__ void rope_row(float *x, int n_head, int head_dim, const float *cs, const ob_rope &r) {
+    const int half = r.n_rot / 2;
     for (int e = threadIdx.x; e < n_head * half; e += blockDim.x) {
         const int h = e / half, k = e % half;
         const float c = cs[k], sn = cs[half + k];
         const int a = r.style == OB_ROPE_NEOX ? k : 2 * k, b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
-        float *v = x + ((size_t)i * n_head + h) * head_dim;
+        float *v = x + (size_t)h * head_dim;
         const float x0 = v[a], x1 = v[b];
         v[a] = x0 * c - x1 * sn;
         v[b] = x0 * sn + x1 * c;
     }
+}
+
+/* One block per token: the angles once in shared memory, then every (head, pair). */
+__global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
+    extern __shared__ float cs[]; /* [half] cos, then [half] sin */
+    rope_angles(cs, pos[blockIdx.x], r);
+    __syncthreads();
+    rope_row(x + (size_t)blockIdx.x * n_head * head_dim, n_head, head_dim, cs, r);
+}
+
+/* rope_kv: one block per token rotates its Q and K rows, then writes K and V into the caches. */
+__global__ void k_rope_kv(float *q, float *k, const float *v, ob_attn_args a, ob_rope r, size_t k_row, size_t v_row) {
+    extern __shared__ float cs[];
+    const int i = blockIdx.x, kvd = a.n_head_kv * a.head_dim;
+    rope_angles(cs, a.pos[i], r);
+    __syncthreads();
+    rope_row(q + (size_t)i * a.n_head * a.head_dim, a.n_head, a.head_dim, cs, r);
+    rope_row(k + (size_t)i * kvd, a.n_head_kv, a.head_dim, cs, r);
+    __syncthreads(); /* the rotated K row is complete */
+    const size_t slot = (size_t)a.seq[i] * a.n_ctx + a.pos[i];
+    for (int e = threadIdx.x; e < kvd; e += blockDim.x) { /* blockDim and a q8_0 row are whole warps */
+        kv_store((uint8_t *)a.k + slot * k_row, a.type_k, k + (size_t)i * kvd, e);
+        kv_store((uint8_t *)a.v + slot * v_row, a.type_v, v + (size_t)i * kvd, e);
+    }
+}
+
+void cu_rope_kv(cu_state *s, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
+    const int half = r->n_rot / 2, kvd = a->n_head_kv * a->head_dim;
+    if (a->n <= 0) return;
+    k_rope_kv<<<(unsigned)a->n, 256, (size_t)2 * (half > 0 ? half : 1) * sizeof(float), s->stream>>>(
+        q, k, v, *a, *r, ob_type_row_size(a->type_k, kvd), ob_type_row_size(a->type_v, kvd));
+    CU_LAUNCHED("rope_kv");
 }
 
 void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
@@ -81,30 +130,6 @@ void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32
     const int work = n_head * half, th = work >= 256 ? 256 : work >= 128 ? 128 : 64;
     k_rope<<<(unsigned)n, th, (size_t)2 * half * sizeof(float), s->stream>>>(x, n_head, head_dim, pos, *r);
     CU_LAUNCHED("rope");
-}
-
-/* f32 / f16: one thread per element. q8_0: one warp per 32-element block. */
-__global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
-                           const int32_t *seq, size_t row_bytes) {
-    const int i = blockIdx.y;
-    const float *src = x + (size_t)i * dim;
-    uint8_t *dst = cache + ((size_t)seq[i] * n_ctx + pos[i]) * row_bytes;
-    const int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (type == OB_TYPE_Q8_0) {
-        if (e >= dim) return; /* dim is a multiple of 32: whole warps leave together */
-        const float v = src[e];
-        float amax = fabsf(v);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint8_t *blk = dst + (size_t)(e / 32) * 34;
-        if ((e & 31) == 0) *(__half *)blk = __float2half_rn(d);
-        blk[2 + (e & 31)] = (uint8_t)(int8_t)roundf(v * id);
-        return;
-    }
-    if (e >= dim) return;
-    if (type == OB_TYPE_F16) ((__half *)dst)[e] = __float2half_rn(src[e]);
-    else ((float *)dst)[e] = src[e];
 }
 
 void cu_kv_write(cu_state *s, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
