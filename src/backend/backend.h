@@ -131,6 +131,8 @@ struct ob_backend {
     /* rope(q: a->n rows of a->n_head heads), rope(k: n_head_kv heads), then kv_write of k into a->k
      * and of v into a->v at (a->seq[i], a->pos[i]); a->q and a->out are not used. */
     void (*rope_kv)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
+    /* rmsnorm, then act_quant_i8 on y (BitNet's projections' inputs). */
+    void (*rmsnorm_act_quant)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
 };
 
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with

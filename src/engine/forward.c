@@ -231,6 +231,18 @@ static void maybe_act_quant(ob_ctx_t *c, const char *name, int il, float *x, int
     observe(c, name, il, x, n, dim);
 }
 
+/* y = rmsnorm(x) * w, then maybe_act_quant (one op where the backend fuses them). */
+static void norm_act_quant(ob_ctx_t *c, const char *name, int il, const float *x, const float *w, float *y, int n, int dim) {
+    ob_backend *be = c->be;
+    if ((c->m->arch->flags & OB_ARCH_ACT_QUANT) && be->rmsnorm_act_quant) {
+        be->rmsnorm_act_quant(be, x, w, y, n, dim, c->m->hp.eps);
+        observe(c, name, il, y, n, dim);
+        return;
+    }
+    be->rmsnorm(be, x, w, y, n, dim, c->m->hp.eps);
+    maybe_act_quant(c, name, il, y, n, dim);
+}
+
 /* x += in . W^T: a projection added to the residual stream (through h when the backend has no
  * fused form). */
 static void matmul_residual(ob_ctx_t *c, const ob_weight *w, const float *in, int n) {
@@ -250,8 +262,7 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     const ob_layer *L = &m->layers[il];
     int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
 
-    be->rmsnorm(be, c->x, L->attn_norm, c->h, n, d, hp->eps);
-    maybe_act_quant(c, "qkv_in", il, c->h, n, d);
+    norm_act_quant(c, "qkv_in", il, c->x, L->attn_norm, c->h, n, d);
     if (be->matmul_multi) {
         const ob_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
         float *ys[3] = {c->q, c->k, c->v};
@@ -277,12 +288,11 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
         be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
     }
     be->attention(be, &a);
-    if (L->attn_sub_norm) be->rmsnorm(be, c->att, L->attn_sub_norm, c->att, n, qd, hp->eps);
-    maybe_act_quant(c, "o_in", il, c->att, n, qd);
+    if (L->attn_sub_norm) norm_act_quant(c, "o_in", il, c->att, L->attn_sub_norm, c->att, n, qd);
+    else maybe_act_quant(c, "o_in", il, c->att, n, qd);
     matmul_residual(c, &L->wo, c->att, n);
 
-    be->rmsnorm(be, c->x, L->ffn_norm, c->h, n, d, hp->eps);
-    maybe_act_quant(c, "ffn_in", il, c->h, n, d);
+    norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {
         be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n);
     } else {
@@ -290,8 +300,8 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
         be->matmul(be, &L->ffn_up, c->h, c->up, n);
         be->glu(be, m->arch->ffn_act, c->gate, c->up, (size_t)n * hp->n_ff);
     }
-    if (L->ffn_sub_norm) be->rmsnorm(be, c->gate, L->ffn_sub_norm, c->gate, n, hp->n_ff, hp->eps);
-    maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
+    if (L->ffn_sub_norm) norm_act_quant(c, "down_in", il, c->gate, L->ffn_sub_norm, c->gate, n, hp->n_ff);
+    else maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
     matmul_residual(c, &L->ffn_down, c->gate, n);
     observe(c, "l_out", il, c->x, n, d);
 }

@@ -7,8 +7,10 @@
  *    the exact dot products of the dequantized weights (format/quant_tensor's reference) in
  *    double; every output is poisoned with NaN first, so an unwritten one fails;
  *  - get_rows of every type, exactly;
- *  - the fused ops (matmul_add, matmul_multi, matmul_glu, rope_kv) against the plain ops they
- *    stand for, bit for bit, on both matmul paths and the fallback kernel;
+ *  - the fused ops (matmul_add, matmul_multi, matmul_glu, rope_kv, rmsnorm_act_quant) against
+ *    the plain ops they stand for, bit for bit, on both matmul paths and the fallback kernel,
+ *    and the int8 codes RMSNorm / act_quant_i8 hand to the next projection against the
+ *    quantizer's own;
  *  - rmsnorm, rope (both styles, partial rotation, llama3 frequency factors), kv_write (f32,
  *    f16, q8_0 rows byte for byte), attention (each cache type, GQA, several sequences, long
  *    contexts that take the split-over-the-sequence path), add, add_bias, glu, act_quant_i8
@@ -296,6 +298,17 @@ static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_
         g->copy(g, dh2, dh, nx * 4);
         g->matmul(g, &w[0], dh2, db, n);
         cmp_exact(g, da, db, ny, "norm codes", type, n);
+        /* BitNet's quantizer and the fused norm + quantizer hand over their codes the same way */
+        g->rmsnorm_act_quant(g, dx, NULL, dh, n, (int)n_in, 1e-5f);
+        g->matmul(g, &w[0], dh, da, n);
+        g->copy(g, dh2, dh, nx * 4);
+        g->matmul(g, &w[0], dh2, db, n);
+        cmp_exact(g, da, db, ny, "norm+aq codes", type, n);
+        g->rmsnorm(g, dx, NULL, dh2, n, (int)n_in, 1e-5f);
+        g->act_quant_i8(g, dh2, n, (int)n_in);
+        g->matmul(g, &w[0], dh2, db, n);
+        cmp_exact(g, da, db, ny, "aq codes", type, n);
+        cmp_exact(g, dh, dh2, nx, "norm+aq", type, n);
         void *bufs[] = {dx, da, db, dt, dh, dh2};
         for (int i = 0; i < 6; i++) g->dealloc(g, bufs[i]);
         free(x);
@@ -306,8 +319,8 @@ static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_
 }
 
 static void test_fused(ob_backend *g) {
-    CHECK(g->matmul_add && g->matmul_multi && g->matmul_glu);
-    if (!g->matmul_add || !g->matmul_multi || !g->matmul_glu) return;
+    CHECK(g->matmul_add && g->matmul_multi && g->matmul_glu && g->rmsnorm_act_quant);
+    if (!g->matmul_add || !g->matmul_multi || !g->matmul_glu || !g->rmsnorm_act_quant) return;
     check_fused(g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 512, 300);
     check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q4_K, 2048, 257);
     check_fused(g, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, 768, 129);

@@ -286,6 +286,11 @@ static void cu_op_rmsnorm(ob_backend *b, const float *x, const float *w, float *
     PROF(s, "rmsnorm", 4.0 * n * dim, cu_rmsnorm(s, x, w, y, n, dim, eps));
 }
 
+static void cu_op_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
+    cu_state *s = st(b);
+    PROF(s, "rmsnorm_act_quant", 4.0 * n * dim, cu_rmsnorm_act_quant(s, x, w, y, n, dim, eps));
+}
+
 static void cu_op_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
     cu_state *s = st(b);
     xq_forget(s);
@@ -409,5 +414,6 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->matmul_multi = cu_op_matmul_multi;
     b->matmul_glu = cu_op_matmul_glu;
     b->rope_kv = cu_op_rope_kv;
+    b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
     return b;
 }

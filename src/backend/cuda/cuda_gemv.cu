@@ -165,7 +165,7 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
 }
 
 /* Int8 activations for the int8 path: one block per row (cuda_q8.cuh, quant_row). */
-__global__ void k_quant_x(const float *__restrict__ x, int n_in, int8_t *__restrict__ xq, float2 *__restrict__ xs) {
+__global__ void __launch_bounds__(1024) k_quant_x(const float *__restrict__ x, int n_in, int8_t *__restrict__ xq, float2 *__restrict__ xs) {
     const size_t i = blockIdx.x;
     quant_row(x + i * n_in, n_in, xq + i * n_in, xs + i * (n_in / 32));
 }
@@ -244,8 +244,9 @@ static int gv_rows(const cu_state *s, size_t rb, int weights, long rows, int rma
 }
 
 /* Nonzero when k_gv can run w with input x: 8-element chunks, aligned activations, one row per
- * block fits shared memory. */
+ * block fits shared memory, rows the int8 quantizer takes. */
 static int gv_ok(const ob_weight *w, const float *x, int weights) {
+    if (cu_q8_type(w->type) && w->n_in > CU_QROW_MAX) return 0;
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
@@ -270,7 +271,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         float2 *xs;
         cu_xq_bufs(s, a.n, a.n_in, &q, &xs);
         if (s->xq_src != a.x || s->xq_n != a.n || s->xq_dim != a.n_in) {
-            k_quant_x<<<(unsigned)a.n, 256, 0, s->stream>>>(a.x, a.n_in, q, xs);
+            k_quant_x<<<(unsigned)a.n, 1024, 0, s->stream>>>(a.x, a.n_in, q, xs);
             CU_LAUNCHED("matmul (quantize activations)");
             cu_xq_tag(s, a.x, a.n, a.n_in);
         }

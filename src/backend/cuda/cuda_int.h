@@ -32,6 +32,7 @@ typedef struct {
 
 #define CU_GEMV_MAX 32  /* tokens up to which matmul runs the fused decode kernels (above: tensor cores) */
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
+#define CU_QROW_MAX 32768 /* longest row the int8 activation quantizer takes (32 values per thread) */
 
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
 #define CU_GRAPH_MAX_N 32 /* tokens up to which a step is recorded: the fused matmul path only */
@@ -140,6 +141,7 @@ void cu_add(cu_state *s, float *y, const float *x, size_t n);
 void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim);
 void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n);
 void cu_act_quant_i8(cu_state *s, float *x, int n, int dim);
+void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
 
 /* cuda_attn.cu: a->pos / a->seq already on the device */
 void cu_attention(cu_state *s, const ob_attn_args *a);

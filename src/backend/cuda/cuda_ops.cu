@@ -14,30 +14,54 @@
 
 #define OPS_THREADS 256
 
-/* With q: the normed row is also quantized for the int8 matmul path (quant_row), so that the
- * projections that read it need no quantizer launch of their own. */
-__global__ void k_rmsnorm(const float *x, const float *w, float *y, int dim, float eps, int8_t *q, float2 *xs) {
+/* One block per row of dim: with norm, y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), else
+ * y is x (in place); with aq, then BitNet's act_quant_i8 on y in place; with q, then the row's
+ * codes for the int8 matmul path (quant_row), so that the projections reading y need no
+ * quantizer launch of their own. Each step reads back what the previous one wrote: the same
+ * arithmetic as the separate ops. */
+__global__ void __launch_bounds__(1024) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q, float2 *xs) {
     const float *xi = x + (size_t)blockIdx.x * dim;
     float *yi = y + (size_t)blockIdx.x * dim;
-    float ss = 0.0f;
-    for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(xi[k], xi[k], ss);
-    ss = block_reduce<false>(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-    for (int k = threadIdx.x; k < dim; k += blockDim.x) yi[k] = xi[k] * inv * (w ? w[k] : 1.0f);
-    if (!q) return;
-    __syncthreads(); /* the block's writes of yi are visible to the whole block */
-    quant_row(yi, dim, q + (size_t)blockIdx.x * dim, xs + (size_t)blockIdx.x * (dim / 32));
+    if (norm) {
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(xi[k], xi[k], ss);
+        ss = block_reduce<false>(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) yi[k] = xi[k] * inv * (w ? w[k] : 1.0f);
+        __syncthreads(); /* the block's writes of yi are visible to the whole block */
+    }
+    if (aq) {
+        float mx = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) mx = fmaxf(mx, fabsf(yi[k]));
+        mx = block_reduce<true>(mx);
+        if (mx < 1e-5f) mx = 1e-5f;
+        const float sc = (1.0f / mx) * 127.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+            float c = rintf(yi[k] * sc);
+            c = fminf(fmaxf(c, -128.0f), 127.0f);
+            yi[k] = c / sc;
+        }
+        __syncthreads();
+    }
+    if (q) quant_row(yi, dim, q + (size_t)blockIdx.x * dim, xs + (size_t)blockIdx.x * (dim / 32));
 }
 
-void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) {
+/* The row ops above for n rows: codes too when a decode-sized batch can use them. */
+static void rows_op(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq) {
     if (n <= 0) return;
-    int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
+    const int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
     int8_t *q = NULL;
     float2 *xs = NULL;
-    if (n <= CU_GEMV_MAX && dim % 32 == 0) cu_xq_bufs(s, n, dim, &q, &xs);
-    k_rmsnorm<<<(unsigned)n, th, 0, s->stream>>>(x, w, y, dim, eps, q, xs);
-    CU_LAUNCHED("rmsnorm");
+    if (n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs);
+    k_rows<<<(unsigned)n, th, 0, s->stream>>>(x, w, y, dim, eps, norm, aq, q, xs);
+    CU_LAUNCHED(aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm");
     cu_xq_tag(s, q ? y : NULL, n, dim);
+}
+
+void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) { rows_op(s, x, w, y, n, dim, eps, 1, 0); }
+void cu_act_quant_i8(cu_state *s, float *x, int n, int dim) { rows_op(s, x, NULL, x, n, dim, 0.0f, 0, 1); }
+void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) {
+    rows_op(s, x, w, y, n, dim, eps, 1, 1);
 }
 
 /* Element e of a row into its cache row dst: f32 / f16 one element per thread; q8_0 one warp
@@ -181,25 +205,4 @@ void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n) {
     if (!n) return;
     k_glu<<<(unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(act == OB_ACT_RELU2, gate, up, n);
     CU_LAUNCHED("glu");
-}
-
-__global__ void k_act_quant_i8(float *x, int dim) {
-    float *xi = x + (size_t)blockIdx.x * dim;
-    float mx = 0.0f;
-    for (int k = threadIdx.x; k < dim; k += blockDim.x) mx = fmaxf(mx, fabsf(xi[k]));
-    mx = block_reduce<true>(mx);
-    if (mx < 1e-5f) mx = 1e-5f;
-    const float sc = (1.0f / mx) * 127.0f;
-    for (int k = threadIdx.x; k < dim; k += blockDim.x) {
-        float q = rintf(xi[k] * sc);
-        q = fminf(fmaxf(q, -128.0f), 127.0f);
-        xi[k] = q / sc;
-    }
-}
-
-void cu_act_quant_i8(cu_state *s, float *x, int n, int dim) {
-    if (n <= 0) return;
-    int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
-    k_act_quant_i8<<<(unsigned)n, th, 0, s->stream>>>(x, dim);
-    CU_LAUNCHED("act_quant_i8");
 }

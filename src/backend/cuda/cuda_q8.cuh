@@ -48,37 +48,56 @@ template <bool MAX> __device__ float block_reduce(float v) {
  * row whose values all lie within 1e-3 of the grid of d = max|x| / 127 keeps that one scale (the
  * codes of BitNet's act_quant_i8 come back exactly); any other row gets d = max|block| / 127 per
  * 32-element block. Codes are rint(x / d) as rint(x * (1 / d)), clamped to [-127, 127]; each
- * block's (d, d * sum of codes) goes to xs. */
-__device__ __forceinline__ void quant_row(const float *x, int n_in, int8_t *q, float2 *xs) {
-    float amax = 0.0f;
-    for (int e = threadIdx.x; e < n_in; e += blockDim.x) amax = fmaxf(amax, fabsf(x[e]));
+ * block's (d, d * sum of codes) goes to xs. Thread t holds elements t + k * blockDim (k < PER)
+ * in registers: one read of the row, and each warp holds whole 32-element blocks. */
+template <int PER> __device__ __forceinline__ void quant_row_r(const float *x, int n_in, int8_t *q, float2 *xs) {
+    const int bd = blockDim.x, lane = threadIdx.x & 31;
+    float v[PER], amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        const int e = threadIdx.x + k * bd;
+        v[k] = e < n_in ? x[e] : 0.0f;
+        amax = fmaxf(amax, fabsf(v[k]));
+    }
     amax = block_reduce<true>(amax);
     const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
     float off = 0.0f; /* 1 where a value is off the row's grid */
-    for (int e = threadIdx.x; e < n_in; e += blockDim.x) {
-        const float v = x[e] * idr;
-        if (!(fabsf(v - rintf(v)) <= 1e-3f)) off = 1.0f;
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        const float t = v[k] * idr;
+        if (!(fabsf(t - rintf(t)) <= 1e-3f)) off = 1.0f;
     }
     off = block_reduce<true>(off); /* every thread calls it: amax is the same in all */
     const bool row_mode = amax > 0.0f && off == 0.0f;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int b = warp; b < n_in / 32; b += nw) {
-        const float v = x[32 * b + lane];
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        const int e = threadIdx.x + k * bd;
+        if (e - lane >= n_in) break; /* the same for the whole warp: n_in and bd are multiples of 32 */
         float d = dr, id = idr;
         if (!row_mode) {
-            float bmax = fabsf(v);
+            float bmax = fabsf(v[k]);
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) bmax = fmaxf(bmax, __shfl_xor_sync(0xffffffffu, bmax, o));
             d = bmax / 127.0f;
             id = d != 0.0f ? 1.0f / d : 0.0f;
         }
-        const float c = fminf(fmaxf(rintf(v * id), -127.0f), 127.0f);
-        q[32 * b + lane] = (int8_t)c;
+        const float c = fminf(fmaxf(rintf(v[k] * id), -127.0f), 127.0f);
+        q[e] = (int8_t)c;
         int sum = (int)c;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) xs[b] = make_float2(d, d * (float)sum);
+        if (lane == 0) xs[e >> 5] = make_float2(d, d * (float)sum);
     }
+}
+
+__device__ __forceinline__ void quant_row(const float *x, int n_in, int8_t *q, float2 *xs) {
+    const int per = (n_in + (int)blockDim.x - 1) / (int)blockDim.x;
+    if (per <= 2) quant_row_r<2>(x, n_in, q, xs);
+    else if (per <= 4) quant_row_r<4>(x, n_in, q, xs);
+    else if (per <= 8) quant_row_r<8>(x, n_in, q, xs);
+    else if (per <= 16) quant_row_r<16>(x, n_in, q, xs);
+    else if (per <= 32) quant_row_r<32>(x, n_in, q, xs);
+    else __trap(); /* callers keep rows to 32 per thread (CU_QROW_MAX) */
 }
 
 /* N words from p, which is 2-byte aligned (shared memory; may read 4 bytes past the last word). */
