@@ -1,7 +1,11 @@
 /* runner.c — runs the registered suites (all, or those named on the command line) and
- * prints the final "N passed, N failed" line. Exit status 1 if any check failed. */
+ * prints the final "N passed, N failed" line. Exit status 1 if any check failed. Scratch files
+ * go to a directory of this run's own (tests/tmp/unit-<pid>, removed at the end, kept when a
+ * check failed), so that two runs in one checkout do not overwrite each other's files. */
+#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -22,10 +26,26 @@ void ob_test_result(int ok, const char *file, int line, const char *expr) {
     fprintf(stderr, "  FAIL %s:%d: %s\n", file, line, expr);
 }
 
+static char tmpdir[64];
+
 const char *ob_test_tmpdir(void) {
-    static const char *dir = "tests/tmp";
-    mkdir(dir, 0755);
-    return dir;
+    if (!tmpdir[0]) {
+        mkdir("tests/tmp", 0755);
+        snprintf(tmpdir, sizeof tmpdir, "tests/tmp/unit-%ld", (long)getpid());
+    }
+    mkdir(tmpdir, 0755);
+    return tmpdir;
+}
+
+/* Removes the scratch directory with everything in it. */
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void tmpdir_remove(void) {
+    if (tmpdir[0]) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static int cmp_suite(const void *a, const void *b) {
@@ -47,5 +67,7 @@ int main(int argc, char **argv) {
     }
     if (ran == 0 && argc >= 2) { fprintf(stderr, "no suite matched\n"); return 2; }
     printf("%d passed, %d failed\n", n_pass, n_fail);
+    if (!n_fail) tmpdir_remove();
+    else if (tmpdir[0]) fprintf(stderr, "scratch files kept in %s\n", tmpdir);
     return n_fail ? 1 : 0;
 }
