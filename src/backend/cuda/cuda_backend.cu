@@ -225,36 +225,35 @@ static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type
         if (slot_ >= 0) cu_prof_end(s, slot_, name, bytes); \
     } while (0)
 
-static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
+/* The profile's name of a matmul op: op, type, shape (n_out < 0: only n_in), batch size class. */
+static const char *mm_name(const cu_state *s, char *buf, size_t cap, const char *op, const ob_weight *w, long long n_out, int n) {
+    if (!s->prof) return "";
+    const char *nc = n == 1 ? "=1" : n <= 8 ? "<=8" : n <= 32 ? "<=32" : ">32";
+    if (n_out < 0) snprintf(buf, cap, "%s %s %lld n%s", op, ob_type_name(w->type), (long long)w->n_in, nc);
+    else snprintf(buf, cap, "%s %s %lldx%lld n%s", op, ob_type_name(w->type), (long long)w->n_in, n_out, nc);
+    return buf;
+}
+
+/* matmul, or with add matmul_add */
+static void matmul_op(ob_backend *b, const ob_weight *w, const float *x, float *y, int n, int add) {
     cu_state *s = st(b);
-    char name[80] = "";
-    if (s->prof)
-        snprintf(name, sizeof name, "matmul %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
-                 n == 1 ? "=1" : n <= 8 ? "<=8" : n <= 32 ? "<=32" : ">32");
+    char buf[80];
+    const char *name = mm_name(s, buf, sizeof buf, add ? "matmul+add" : "matmul", w, w->n_out, n);
     xq_forget_if(s, y, (size_t)n * w->n_out);
-    PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul(s, w, x, y, n));
+    PROF(s, name, (double)w->row_bytes * w->n_out, add ? cu_matmul_add(s, w, x, y, n) : cu_matmul(s, w, x, y, n));
     xq_forget_if(s, y, (size_t)n * w->n_out);
 }
 
-static void cu_op_matmul_add(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) {
-    cu_state *s = st(b);
-    char name[80] = "";
-    if (s->prof)
-        snprintf(name, sizeof name, "matmul+add %s %lldx%lld n%s", ob_type_name(w->type), (long long)w->n_in, (long long)w->n_out,
-                 n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
-    xq_forget_if(s, y, (size_t)n * w->n_out);
-    PROF(s, name, (double)w->row_bytes * w->n_out, cu_matmul_add(s, w, x, y, n));
-    xq_forget_if(s, y, (size_t)n * w->n_out);
-}
+static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) { matmul_op(b, w, x, y, n, 0); }
+static void cu_op_matmul_add(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) { matmul_op(b, w, x, y, n, 1); }
 
 static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
     cu_state *s = st(b);
-    char name[80] = "";
+    char buf[80], op[24];
     double bytes = 0;
     for (int i = 0; i < count; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
-    if (s->prof)
-        snprintf(name, sizeof name, "matmul x%d %s %lld n%s", count, ob_type_name(ws[0]->type), (long long)ws[0]->n_in,
-                 n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    snprintf(op, sizeof op, "matmul x%d", count);
+    const char *name = mm_name(s, buf, sizeof buf, op, ws[0], -1, n);
     for (int i = 0; i < count; i++) xq_forget_if(s, ys[i], (size_t)n * ws[i]->n_out);
     PROF(s, name, bytes, cu_matmul_multi(s, ws, ys, count, x, n));
     for (int i = 0; i < count; i++) xq_forget_if(s, ys[i], (size_t)n * ws[i]->n_out);
@@ -263,10 +262,8 @@ static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float 
 static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
                              float *up, int n) {
     cu_state *s = st(b);
-    char name[80] = "";
-    if (s->prof)
-        snprintf(name, sizeof name, "matmul+glu %s %lldx%lld n%s", ob_type_name(g->type), (long long)g->n_in, (long long)g->n_out,
-                 n == 1 ? "=1" : n <= 32 ? "<=32" : ">32");
+    char buf[80];
+    const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
     xq_forget_if(s, gate, (size_t)n * g->n_out);
     xq_forget_if(s, up, (size_t)n * u->n_out);
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
