@@ -199,6 +199,8 @@ typedef struct {
     int ignore_eos;          /* keep generating past end-of-generation tokens */
     int32_t min_tokens;      /* end-of-generation tokens are not chosen before this many (vLLM's) */
     int32_t n_probs;         /* top alternatives reported with each token (0..20) */
+    int logprobs;            /* nonzero: each token's log-probability too, also with n_probs 0 (with
+                              * neither, events carry none: no pass over the vocabulary per token) */
     const ob_logit_bias *logit_bias; /* copied at submit */
     int32_t n_logit_bias;
     ob_logits_filter_fn filter;  /* may be NULL */
@@ -219,7 +221,8 @@ typedef enum {
 
 typedef struct {
     int32_t token;           /* -1 on the final event when no token comes with it */
-    float logprob;           /* log-probability of token under the model's distribution */
+    float logprob;           /* log-probability of token under the model's distribution (0 unless
+                              * the request asked for logprobs or n_probs > 0) */
     int32_t n_probs;
     int32_t top_tokens[OB_MAX_PROBS];
     float top_logprobs[OB_MAX_PROBS];

@@ -31,6 +31,7 @@ struct ob_req {
     /* parameters (owned copies) */
     int32_t *prompt;             /* [n_prompt] */
     int32_t n_prompt, max_tokens, n_probs, n_bias, min_tokens;
+    int logprobs;                /* report log-probabilities (ob_req_params.logprobs or n_probs > 0) */
     int ignore_eos;
     ob_logit_bias *bias;         /* [n_bias] */
     ob_logits_filter_fn filter;
@@ -246,7 +247,7 @@ static void on_logits(ob_sched_t *s, ob_req_t *r, const float *logits) {
     r->n_gen++;
     ob_token_event ev = {0};
     ev.token = t;
-    fill_logprobs(logits, s->n_vocab, &ev, r->n_probs);
+    if (r->logprobs) fill_logprobs(logits, s->n_vocab, &ev, r->n_probs); /* O(n_vocab) exp: only when asked */
     slot_t *sl = &s->slots[r->slot];
     if (!r->ignore_eos && ob_tokenizer_is_eog(tok, t)) { finish(s, r, OB_FINISH_STOP, &ev); return; }
     if (r->max_tokens > 0 && r->n_gen >= r->max_tokens) { finish(s, r, OB_FINISH_LENGTH, &ev); return; }
@@ -448,6 +449,7 @@ ob_req_t *ob_sched_submit(ob_sched_t *s, const ob_req_params *p, char *err, size
     r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->n_probs = p->n_probs;
+    r->logprobs = p->logprobs || p->n_probs > 0;
     r->ignore_eos = p->ignore_eos;
     r->min_tokens = p->min_tokens;
     r->filter = p->filter;

@@ -626,6 +626,7 @@ void ob_gen_run(ob_server *S, ob_http_req *r, ob_gen_req *q, const ob_gen_fmt *f
         p.sampling = g->q.sp;
         p.sampling.seed = g->q.sp.seed + (uint64_t)i;
         p.n_probs = g->q.logprobs ? g->q.top_logprobs : 0;
+        p.logprobs = g->q.logprobs;
         p.logit_bias = g->q.bias;
         p.n_logit_bias = g->q.n_bias;
         if (g->q.cons && !(c->cstate = ob_constraint_bind(g->q.cons, &p, err, sizeof err))) { status = 500; etype = "server_error"; goto fail; }

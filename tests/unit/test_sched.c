@@ -165,6 +165,24 @@ OB_SUITE(sched) {
         ob_req_free(er);
     }
 
+    /* Log-probabilities only when asked for: none at all, then the chosen token's alone. */
+    for (int lp = 0; lp < 2; lp++) {
+        ob_req_params q = rp;
+        q.n_probs = 0;
+        q.logprobs = lp;
+        q.max_tokens = 2;
+        q.prompt = prompts[3];
+        ob_req_t *lr = ob_sched_submit(s, &q, err, sizeof err);
+        CHECK(lr != NULL);
+        if (!lr) continue;
+        ob_token_event first;
+        CHECK_EQ_INT(drain(lr, got, &why, &first), 2);
+        CHECK_EQ_INT(first.n_probs, 0);
+        if (lp) CHECK(first.logprob < 0 && first.logprob > -30);
+        else CHECK(first.logprob == 0);
+        ob_req_free(lr);
+    }
+
     /* A prompt longer than the context is refused with llama-server's words. */
     int32_t longp[64] = {0};
     rp.prompt = longp;
