@@ -143,6 +143,9 @@ ob_backend *ob_backend_cpu_new(void);
 ob_backend *ob_backend_cuda_new(void);
 /* Nonzero when a GPU of compute capability >= 8.0 is present (what --device auto checks). */
 int ob_backend_cuda_usable(void);
+/* The int8 decoders of the CUDA matmul run on the host against the reference (no GPU needed):
+ * the number of types that fail; report gets a line per type. */
+int ob_cuda_q8_selftest(char *report, size_t cap);
 #endif
 /* name: "cpu", "cuda", or "auto" (cuda when this build has it and a usable GPU is present). */
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen);

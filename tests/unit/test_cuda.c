@@ -15,6 +15,7 @@
  *    f16, q8_0 rows byte for byte), attention (each cache type, GQA, several sequences, long
  *    contexts that take the split-over-the-sequence path), add, add_bias, glu, act_quant_i8
  *    (BitNet's int8 codes exactly) and copy against the CPU backend.
+ * cuda_host: the int8 decoders of the decode matmul on the host (CUDA=1 builds; no GPU needed).
  * cuda_golden: every architecture's golden test (test_golden.c) with --device cuda, and recorded
  * decode steps (CUDA graphs) against eager ones: a tiny model decodes two sequences token by
  * token past several attention spans, with and without OB_CUDA_GRAPH=0, logits compared.
@@ -583,6 +584,19 @@ static void test_graphs(void) {
     free(eager);
     free(graph);
     remove(out);
+}
+
+/* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference
+ * dequantization (src/backend/cuda/cuda_q8_check.cu): needs a CUDA=1 build, not a GPU. */
+OB_SUITE(cuda_host) {
+#ifdef OB_CUDA
+    char rep[2048];
+    int bad = ob_cuda_q8_selftest(rep, sizeof rep);
+    if (bad || ob_test_verbose) fprintf(stderr, "  cuda int8 decoders on the host: %s\n", rep);
+    CHECK_EQ_INT(bad, 0);
+#else
+    fprintf(stderr, "  cuda_host: skipped: this build has no CUDA backend (make CUDA=1)\n");
+#endif
 }
 
 OB_SUITE(cuda_golden) {

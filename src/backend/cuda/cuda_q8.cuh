@@ -16,10 +16,51 @@
 
 #include "backend/cuda/cuda_quant.cuh"
 
+/* The decoders below run on the device and, for cu_q8_selftest (cuda_q8_check.cu), on the host:
+ * these are the few intrinsics they use, with a plain-C twin for the host. */
+__host__ __device__ __forceinline__ uint32_t q8_perm(uint32_t a, uint32_t b, uint32_t sel) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(a, b, sel);
+#else
+    const uint64_t x = ((uint64_t)b << 32) | a;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)((x >> (8 * ((sel >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+#endif
+}
+/* bytewise a - b, modulo 256 */
+__host__ __device__ __forceinline__ uint32_t q8_vsub4(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __vsub4(a, b);
+#else
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) r |= (uint32_t)(uint8_t)((a >> (8 * i)) - (b >> (8 * i))) << (8 * i);
+    return r;
+#endif
+}
+/* c + the four products of a's and b's signed bytes */
+__host__ __device__ __forceinline__ int q8_dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+/* fp16 field at a 2-byte aligned address */
+__host__ __device__ __forceinline__ float q8_ld_h(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+    return ld_h(p);
+#else
+    return ob_fp16_to_fp32(*(const uint16_t *)p);
+#endif
+}
+
 /* Nonzero for types with an int8 sub-block decoder below. */
 __host__ __device__ constexpr bool cu_q8_type(int T) {
-    return T == OB_TYPE_Q4_0 || T == OB_TYPE_Q8_0 || T == OB_TYPE_Q4_K || T == OB_TYPE_Q6_K || T == OB_TYPE_TQ2_0 ||
-           T == OB_TYPE_I2_S;
+    return T == OB_TYPE_Q4_0 || T == OB_TYPE_Q4_1 || T == OB_TYPE_Q5_0 || T == OB_TYPE_Q5_1 || T == OB_TYPE_Q8_0 ||
+           T == OB_TYPE_IQ4_NL || T == OB_TYPE_Q4_K || T == OB_TYPE_Q5_K || T == OB_TYPE_Q6_K || T == OB_TYPE_IQ4_XS ||
+           T == OB_TYPE_TQ1_0 || T == OB_TYPE_TQ2_0 || T == OB_TYPE_I2_S;
 }
 
 /* Sum (or max) of v over the block; every thread gets the result. */
@@ -101,23 +142,55 @@ __device__ __forceinline__ void quant_row(const float *x, int n_in, int8_t *q, f
 }
 
 /* N words from p, which is 2-byte aligned (shared memory; may read 4 bytes past the last word). */
-template <int N> __device__ __forceinline__ void ld_words(const uint8_t *p, uint32_t w[N]) {
+template <int N> __host__ __device__ __forceinline__ void ld_words(const uint8_t *p, uint32_t w[N]) {
     const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
     const uint32_t sel = 0x3210u + ((uintptr_t)p & 2) * 0x1111u; /* 0x3210 aligned, 0x5432 two bytes in */
     uint32_t prev = a[0];
 #pragma unroll
     for (int k = 0; k < N; k++) {
         const uint32_t next = a[k + 1];
-        w[k] = __byte_perm(prev, next, sel);
+        w[k] = q8_perm(prev, next, sel);
         prev = next;
     }
 }
 
-__device__ __forceinline__ int dp8(const int w[8], const int x[8], int k0, int k1) {
+__host__ __device__ __forceinline__ int dp8(const int w[8], const int x[8], int k0, int k1) {
     int s = 0;
 #pragma unroll
-    for (int k = k0; k < k1; k++) s = __dp4a(w[k], x[k], s);
+    for (int k = k0; k < k1; k++) s = q8_dp4a(w[k], x[k], s);
     return s;
+}
+
+/* The low / high nibbles of 16 bytes as eight words of codes: elements 0-15, then 16-31. */
+__host__ __device__ __forceinline__ void nibbles16(const uint8_t *p, int w[8]) {
+    uint32_t q[4];
+    ld_words<4>(p, q);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        w[k] = (int)(q[k] & 0x0f0f0f0fu);
+        w[k + 4] = (int)((q[k] >> 4) & 0x0f0f0f0fu);
+    }
+}
+
+/* Bit 4 of each code of word k from a 32-bit mask of a sub-block's high bits (bit e: element e). */
+__host__ __device__ __forceinline__ uint32_t high4(uint32_t qh, int k) {
+    const uint32_t b = (qh >> (4 * k)) & 0xfu;
+    return ((b & 1u) | ((b & 2u) << 7) | ((b & 4u) << 14) | ((b & 8u) << 21)) << 4;
+}
+
+/* iq4_nl's 16 grid values for four codes (bytes 0-15) at once, by byte permutes. */
+__host__ __device__ __forceinline__ int iq4_grid4(uint32_t w) {
+    const uint32_t t0 = 0xbfad9881u, t1 = 0xf6eaddcfu, t2 = 0x26190d01u, t3 = 0x71594535u; /* -127 ... 113 */
+    const uint32_t l3 = w & 0x07070707u, sel = (l3 & 0x7u) | ((l3 >> 4) & 0x70u) | ((l3 >> 8) & 0x700u) | ((l3 >> 12) & 0x7000u);
+    const uint32_t hi = ((w >> 3) & 0x01010101u) * 0xffu;
+    return (int)((q8_perm(t0, t1, sel) & ~hi) | (q8_perm(t2, t3, sel) & hi));
+}
+
+/* Four trits of the bytes of u after multiplying each by p (tq1_0's base-3 digits, mod 256),
+ * as bytes 0..2: ((byte * p) & 255) * 3 >> 8, in two 16-bit lanes at a time. */
+__host__ __device__ __forceinline__ int trits4(uint32_t u, uint32_t p) {
+    const uint32_t lo = ((u & 0x00ff00ffu) * p) & 0x00ff00ffu, hi = (((u >> 8) & 0x00ff00ffu) * p) & 0x00ff00ffu;
+    return (int)((((lo * 3u) >> 8) & 0x00030003u) | ((((hi * 3u) >> 8) & 0x00030003u) << 8));
 }
 
 template <int T> struct q8w;
@@ -125,53 +198,171 @@ template <int T> struct q8w;
 template <> struct q8w<OB_TYPE_Q4_0> { /* (q - 8) * d, element l low nibble of byte l, l + 16 high */
     int w[8];
     float d;
-    __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)sb * 18;
-        uint32_t q[4];
-        d = ld_h(b);
-        ld_words<4>(b + 2, q);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            w[k] = (int)(q[k] & 0x0f0f0f0fu);
-            w[k + 4] = (int)((q[k] >> 4) & 0x0f0f0f0fu);
-        }
+        d = q8_ld_h(b);
+        nibbles16(b + 2, w);
     }
-    __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - 8.0f * xs.y); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - 8.0f * xs.y); }
+};
+
+template <> struct q8w<OB_TYPE_Q4_1> { /* d * q + m */
+    int w[8];
+    float d, m;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)sb * 20;
+        d = q8_ld_h(b);
+        m = q8_ld_h(b + 2);
+        nibbles16(b + 4, w);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)) + m * xs.y; }
+};
+
+template <> struct q8w<OB_TYPE_Q5_0> { /* (q - 16) * d, bit 4 of element e in bit e of qh */
+    int w[8];
+    float d;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)sb * 22;
+        uint32_t qh;
+        d = q8_ld_h(b);
+        ld_words<1>(b + 2, &qh);
+        nibbles16(b + 6, w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] |= (int)high4(qh, k);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - 16.0f * xs.y); }
+};
+
+template <> struct q8w<OB_TYPE_Q5_1> { /* d * q + m */
+    int w[8];
+    float d, m;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)sb * 24;
+        uint32_t qh;
+        d = q8_ld_h(b);
+        m = q8_ld_h(b + 2);
+        ld_words<1>(b + 4, &qh);
+        nibbles16(b + 8, w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] |= (int)high4(qh, k);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)) + m * xs.y; }
+};
+
+template <> struct q8w<OB_TYPE_IQ4_NL> { /* d * grid[q] */
+    int w[8];
+    float d;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)sb * 18;
+        d = q8_ld_h(b);
+        nibbles16(b + 2, w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = iq4_grid4((uint32_t)w[k]);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
 };
 
 template <> struct q8w<OB_TYPE_Q8_0> {
     int w[8];
     float d;
-    __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)sb * 34;
-        d = ld_h(b);
+        d = q8_ld_h(b);
         ld_words<8>(b + 2, (uint32_t *)w);
     }
-    __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
 };
 
 template <> struct q8w<OB_TYPE_Q4_K> { /* d * sc * q - dmin * m; sub-block j: nibble half j & 1 of bytes 32 (j / 2) .. */
     int w[8];
     float d1, m1;
-    __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 3) * 144;
         const int j = sb & 7, sh = 4 * (j & 1);
         int sc, m;
         k4_scale_min(j, b + 4, &sc, &m);
-        d1 = ld_h(b) * (float)sc;
-        m1 = ld_h(b + 2) * (float)m;
+        d1 = q8_ld_h(b) * (float)sc;
+        m1 = q8_ld_h(b + 2) * (float)m;
         ld_words<8>(b + 16 + 32 * (j >> 1), (uint32_t *)w);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x0f0f0f0fu);
     }
-    __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d1 * (xs.x * (float)dp8(w, x, 0, 8)) - m1 * xs.y; }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d1 * (xs.x * (float)dp8(w, x, 0, 8)) - m1 * xs.y; }
+};
+
+template <> struct q8w<OB_TYPE_Q5_K> { /* as q4_K, plus bit 4 of element l of sub-block j: bit j of qh[l] */
+    int w[8];
+    float d1, m1;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 3) * 176;
+        const int j = sb & 7, sh = 4 * (j & 1);
+        int sc, m;
+        uint32_t qh[8];
+        k4_scale_min(j, b + 4, &sc, &m);
+        d1 = q8_ld_h(b) * (float)sc;
+        m1 = q8_ld_h(b + 2) * (float)m;
+        ld_words<8>(b + 48 + 32 * (j >> 1), (uint32_t *)w);
+        ld_words<8>(b + 16, qh);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = (int)((((uint32_t)w[k] >> sh) & 0x0f0f0f0fu) | (((qh[k] >> j) & 0x01010101u) << 4));
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d1 * (xs.x * (float)dp8(w, x, 0, 8)) - m1 * xs.y; }
+};
+
+template <> struct q8w<OB_TYPE_IQ4_XS> { /* d * (ls - 32) * grid[q], a 6-bit ls per sub-block */
+    int w[8];
+    float dl;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 3) * 136;
+        const int j = sb & 7;
+        const unsigned sh = (unsigned)(b[2] | (b[3] << 8));
+        const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 0x0f) | (int)(((sh >> (2 * j)) & 3) << 4);
+        dl = q8_ld_h(b) * (float)(ls - 32);
+        nibbles16(b + 8 + 16 * j, w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = iq4_grid4((uint32_t)w[k]);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return dl * (xs.x * (float)dp8(w, x, 0, 8)); }
+};
+
+template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[0..47], 4 in qh[0..3] */
+    int w[8];
+    float d;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 3) * 54;
+        const int j = sb & 7;
+        uint32_t q[8];
+        if (j < 5) { /* elements 32 j .. : trit j of bytes 0..31 */
+            const uint32_t p = j == 0 ? 1u : j == 1 ? 3u : j == 2 ? 9u : j == 3 ? 27u : 81u;
+            ld_words<8>(b, q);
+#pragma unroll
+            for (int k = 0; k < 8; k++) w[k] = trits4(q[k], p);
+        } else { /* 160 + 16 t ..: trit t of bytes 32..47 (t = 0..4), then 240 + 4 t ..: trit t of bytes 48..51 */
+            ld_words<4>(b + 32, q);
+            const uint32_t p0 = j == 5 ? 1u : j == 6 ? 9u : 81u, p1 = j == 5 ? 3u : 27u;
+#pragma unroll
+            for (int k = 0; k < 4; k++) w[k] = trits4(q[k], p0);
+            if (j < 7) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) w[4 + k] = trits4(q[k], p1);
+            } else {
+                ld_words<1>(b + 48, q + 4);
+                w[4] = trits4(q[4], 1u);
+                w[5] = trits4(q[4], 3u);
+                w[6] = trits4(q[4], 9u);
+                w[7] = trits4(q[4], 27u);
+            }
+        }
+        d = q8_ld_h(b + 52);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - xs.y); }
 };
 
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */
     int w[8];
     float d;
     int sc0, sc1;
-    __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 3) * 210;
         const int j = sb & 7, h = j >> 2, g = j & 3;
         uint32_t ql[8], qh[8];
@@ -180,13 +371,13 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const uint32_t lo = (ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu, hi = ((qh[k] >> (2 * g)) & 0x03030303u) << 4;
-            w[k] = (int)__vsub4(lo | hi, 0x20202020u);
+            w[k] = (int)q8_vsub4(lo | hi, 0x20202020u);
         }
-        d = ld_h(b + 208);
+        d = q8_ld_h(b + 208);
         sc0 = (int8_t)b[192 + 8 * h + 2 * g];
         sc1 = (int8_t)b[192 + 8 * h + 2 * g + 1];
     }
-    __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
         return d * (xs.x * (float)(sc0 * dp8(w, x, 0, 4) + sc1 * dp8(w, x, 4, 8)));
     }
 };
@@ -194,27 +385,27 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
 template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j & 3) of bytes 32 (j / 4) .. */
     int w[8];
     float d;
-    __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 3) * 66;
         const int j = sb & 7, sh = 2 * (j & 3);
         ld_words<8>(b + 32 * (j >> 2), (uint32_t *)w);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
-        d = ld_h(b + 64);
+        d = q8_ld_h(b + 64);
     }
-    __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - xs.y); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - xs.y); }
 };
 
 template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); group g: bits 6 - 2 g of the block's bytes */
     int w[8];
-    __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 2) * 32;
         const int sh = 6 - 2 * (sb & 3);
         ld_words<8>(b, (uint32_t *)w);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
     }
-    __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return xs.x * (float)dp8(w, x, 0, 8) - xs.y; }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return xs.x * (float)dp8(w, x, 0, 8) - xs.y; }
 };
 
 #endif

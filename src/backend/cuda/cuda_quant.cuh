@@ -40,7 +40,7 @@ __constant__ static const int8_t cu_mxfp4_grid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0
 __constant__ static const int8_t cu_lean_grid[16] = {-127, -96, -75, -58, -44, -31, -18, -6, 6, 18, 31, 44, 58, 75, 96, 127};
 
 /* q4_K / q5_K 6-bit scale and min codes of sub-block j */
-__device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int *sc, int *m) {
+__host__ __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
