@@ -453,7 +453,9 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
     free(h1); free(h2); free(h3); free(h4); free(c1); free(c2); free(q); free(k); free(v); free(zero);
 }
 
-static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, int n_ctx, int n) {
+/* prompt: the n tokens are one sequence's last n positions (a prompt chunk), else random
+ * positions of random sequences */
+static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, int n_ctx, int n, int prompt) {
     const int n_head = 8, n_head_kv = 2, n_seq = 2, kvd = n_head_kv * hd;
     size_t rb = ob_type_row_size(type, kvd), cache_bytes = (size_t)n_seq * n_ctx * rb;
     /* fill both caches through kv_write of random rows at every position */
@@ -486,13 +488,14 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     float *q = randf(qn, 1.0f), *out = malloc(qn * 4);
     for (int i = 0; i < n; i++) { pos[i] = rint_in(0, n_ctx - 1); seq[i] = rint_in(0, n_seq - 1); }
     pos[0] = n_ctx - 1;
+    for (int i = 0; prompt && i < n; i++) { pos[i] = n_ctx - n + i; seq[i] = 1; }
     void *dq = dev_copy(g, q, qn * 4), *dout = dev_nan(g, qn);
     ob_attn_args a = {q, out, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd)};
     c->attention(c, &a);
     ob_attn_args ag = {dq, dout, dk, dv, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, a.scale};
     g->attention(g, &ag);
     char what[96];
-    snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d", ob_type_name(type), hd, n_ctx, n);
+    snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d%s", ob_type_name(type), hd, n_ctx, n, prompt ? " prompt" : "");
     cmp_dev(g, dout, out, qn, 2e-5, what);
     g->dealloc(g, dq);
     g->dealloc(g, dout);
@@ -519,11 +522,26 @@ OB_SUITE(cuda_kernels) {
     for (int k = 0; g->rope_kv && k < 3; k++)
         for (int style = 0; style < 2; style++) test_rope_kv(g, kv_types[k], style);
     for (int k = 0; k < 3; k++) {
-        test_kv_attention(g, c, kv_types[k], 64, 300, 3);
-        test_kv_attention(g, c, kv_types[k], 128, 3000, 1); /* decode of a long context: split spans */
-        test_kv_attention(g, c, kv_types[k], 32, 200, 40);
+        test_kv_attention(g, c, kv_types[k], 64, 300, 3, 0);
+        test_kv_attention(g, c, kv_types[k], 128, 3000, 1, 0); /* decode of a long context: split spans */
+        test_kv_attention(g, c, kv_types[k], 32, 200, 40, 0);
+        test_kv_attention(g, c, kv_types[k], 64, 300, 100, 1);
     }
-    test_kv_attention(g, c, OB_TYPE_F32, 16, 50, 6);
+    test_kv_attention(g, c, OB_TYPE_F32, 16, 50, 6, 0);
+    /* the tiled prompt kernel (opt-in: OB_CUDA_ATTN_TILES=1) on prompt chunks, ragged tiles included */
+    setenv("OB_CUDA_ATTN_TILES", "1", 1);
+    ob_backend *gt = gpu_new();
+    unsetenv("OB_CUDA_ATTN_TILES");
+    CHECK(gt != NULL);
+    for (int k = 0; gt && k < 3; k++) {
+        test_kv_attention(gt, c, kv_types[k], 64, 300, 100, 1);
+        test_kv_attention(gt, c, kv_types[k], 128, 200, 77, 1);
+        test_kv_attention(gt, c, kv_types[k], 32, 64, 64, 1); /* the whole context */
+    }
+    if (gt) {
+        test_kv_attention(gt, c, OB_TYPE_F16, 64, 300, 3, 0); /* decode batches keep the split kernel */
+        gpu_free(gt);
+    }
     c->free(c);
     free(c);
     gpu_free(g);

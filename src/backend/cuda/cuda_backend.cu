@@ -133,8 +133,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     b->priv = s;
     s->dev = dev;
     s->sm_count = p.multiProcessorCount;
-    const char *gr = getenv("OB_CUDA_GRAPH");
+    const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
+    s->attn_tile = at && !strcmp(at, "1");
     cu_prof_init(s);
     snprintf(s->name, sizeof s->name, "%s", p.name);
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -150,6 +151,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
         snprintf(err, errlen, "device 'cuda': cuBLAS could not start on GPU %d (%s)", dev, p.name);
         return -1;
     }
+    if (s->attn_tile) cu_attention_tiles_init(s);
     return 0;
 }
 
@@ -312,6 +314,11 @@ static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x,
     PROF(s, "kv_write", 4.0 * n * dim, cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq));
 }
 
+/* The tiled prompt kernel where it applies, else the split kernel (d: a with device index arrays). */
+static void attention_any(cu_state *s, const ob_attn_args *d, const ob_attn_args *a) {
+    if (!cu_attention_tiles(s, d, a->pos, a->seq)) cu_attention(s, d);
+}
+
 static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
     cu_state *s = st(b);
     xq_forget(s);
@@ -323,7 +330,7 @@ static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
                                                                 ob_type_row_size(a->type_v, a->head_dim));
     d.pos = cu_idx(s, a->pos, a->n);
     d.seq = cu_idx(s, a->seq, a->n);
-    PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", bytes, cu_attention(s, &d));
+    PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", bytes, attention_any(s, &d, a));
 }
 
 static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) {

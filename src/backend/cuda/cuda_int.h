@@ -81,6 +81,7 @@ typedef struct {
     cu_graph graphs[CU_GRAPHS];
     uint64_t graph_tick;
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
+    int attn_tile;         /* OB_CUDA_ATTN_TILES=1: the tiled prompt attention (cuda_attn.cu) */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
     int cap_bad;           /* something not recordable happened during the recording */
@@ -143,7 +144,11 @@ void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n);
 void cu_act_quant_i8(cu_state *s, float *x, int n, int dim);
 void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
 
-/* cuda_attn.cu: a->pos / a->seq already on the device */
+/* cuda_attn.cu: a->pos / a->seq already on the device; the tiled prompt kernel (when s->attn_tile,
+ * for a chunk of one sequence's consecutive positions, which the host arrays show) returns 0
+ * without launching anything when the batch does not suit it */
 void cu_attention(cu_state *s, const ob_attn_args *a);
+void cu_attention_tiles_init(cu_state *s);
+int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
 
 #endif
