@@ -147,6 +147,8 @@ int ob_backend_cuda_usable(void);
  * the number of types that fail; report gets a line per type. */
 int ob_cuda_q8_selftest(char *report, size_t cap);
 #endif
+/* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
+void ob_backend_plain_fused(ob_backend *b);
 /* name: "cpu", "cuda", or "auto" (cuda when this build has it and a usable GPU is present). */
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen);
 

@@ -1,0 +1,79 @@
+/* test_fused_engine.c — the engine's fused call sites (engine/forward.c: matmul_multi, matmul_glu,
+ * matmul_add, rope_kv, rmsnorm_act_quant) on the CPU.
+ *
+ * Only the CUDA backend has fused ops, so on a machine without a GPU the engine's branches that
+ * call them would never run. OB_BACKEND_FUSED=plain gives the CPU backend those entries composed
+ * from its own plain ops (backend_fused.c), in the order the engine issues the plain ops: a
+ * prompt and token-by-token decoding of two interleaved sequences must then give the same
+ * logits, bit for bit, with and without them — for llama (attention biases off, tied output),
+ * qwen3 (Q/K norms) and bitnet (sub-layer norms, act_quant_i8 before every projection).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onebit.h"
+#include "test.h"
+#include "tools/tools.h"
+
+/* Logits of a 6-token prompt in each of two sequences, then steps tokens each, interleaved. */
+static float *run(const char *path, int fused, int steps, int *n_vocab_out) {
+    char err[512];
+    if (fused) setenv("OB_BACKEND_FUSED", "plain", 1);
+    ob_model_params mp = ob_model_default_params();
+    mp.device = "cpu";
+    ob_model_t *m = NULL;
+    int rc = ob_model_load(path, &mp, &m, err, sizeof err);
+    unsetenv("OB_BACKEND_FUSED");
+    CHECK_EQ_INT(rc, 0);
+    if (rc) { fprintf(stderr, "  fused engine: %s\n", err); return NULL; }
+    const int n_vocab = ob_model_get_info(m)->n_vocab;
+    *n_vocab_out = n_vocab;
+    ob_ctx_params cp = ob_ctx_default_params();
+    cp.n_ctx = steps + 16;
+    cp.n_seq = 2;
+    cp.n_batch = 8;
+    ob_ctx_t *c = NULL;
+    CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
+    float *out = calloc((size_t)2 * (steps + 1) * n_vocab, sizeof(float));
+    for (int s = 0; c && s < 2; s++) {
+        int32_t tok[6], pos[6], sq[6];
+        for (int i = 0; i < 6; i++) { tok[i] = (7 * i + 3 * s + 1) % n_vocab; pos[i] = i; sq[i] = s; }
+        ob_batch b = {6, tok, pos, sq, NULL};
+        CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
+        const float *l = ob_get_logits(c, 0);
+        if (l) memcpy(out + (size_t)s * n_vocab, l, (size_t)n_vocab * sizeof(float));
+    }
+    for (int k = 0; c && k < steps; k++)
+        for (int s = 0; s < 2; s++) {
+            int32_t tok = (13 * k + 5 * s + 2) % n_vocab, pos = 6 + k, sq = s;
+            ob_batch b = {1, &tok, &pos, &sq, NULL};
+            CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
+            const float *l = ob_get_logits(c, 0);
+            if (l) memcpy(out + ((size_t)(k + 1) * 2 + s) * n_vocab, l, (size_t)n_vocab * sizeof(float));
+        }
+    ob_ctx_free(c);
+    ob_model_free(m);
+    return out;
+}
+
+OB_SUITE(engine_fused) {
+    static const struct { const char *dir, *type; } models[] = {{"llama", "q8_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
+    const int steps = 12;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char src[128], out[256];
+        snprintf(src, sizeof src, "tests/golden/%s", models[i].dir);
+        snprintf(out, sizeof out, "%s/fused-%s.gguf", ob_test_tmpdir(), models[i].dir);
+        char *argv[] = {"convert", src, "-o", out, "--type", (char *)models[i].type, NULL};
+        CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+        int nv0 = 0, nv1 = 0;
+        float *plain = run(out, 0, steps, &nv0), *fused = run(out, 1, steps, &nv1);
+        if (plain && fused && nv0 == nv1) {
+            int same = memcmp(plain, fused, (size_t)2 * (steps + 1) * nv0 * sizeof(float)) == 0;
+            if (!same || ob_test_verbose) fprintf(stderr, "  fused engine %s/%s: %s\n", models[i].dir, models[i].type, same ? "same logits" : "logits differ");
+            CHECK(same);
+        }
+        free(plain);
+        free(fused);
+        remove(out);
+    }
+}
