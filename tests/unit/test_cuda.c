@@ -35,6 +35,8 @@
 #include "tools/tools.h"
 
 void ob_test_golden_device(const char *device); /* test_golden.c */
+float *ob_test_decode_two(const char *path, const char *device, const char *env, const char *val, int steps,
+                          int *n_vocab); /* test_fused_engine.c */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnext(void) {
@@ -548,54 +550,17 @@ OB_SUITE(cuda_kernels) {
 }
 
 /* Logits of steps single-token steps of two interleaved sequences after a 5-token prompt each. */
-static float *decode_run(const char *path, int graphs, int steps, int n_vocab) {
-    char err[512];
-    setenv("OB_CUDA_GRAPH", graphs ? "1" : "0", 1);
-    ob_model_params mp = ob_model_default_params();
-    mp.device = "cuda";
-    ob_model_t *m = NULL;
-    int rc = ob_model_load(path, &mp, &m, err, sizeof err);
-    unsetenv("OB_CUDA_GRAPH");
-    CHECK_EQ_INT(rc, 0);
-    if (rc) { fprintf(stderr, "  cuda graph test: %s\n", err); return NULL; }
-    ob_ctx_params cp = ob_ctx_default_params();
-    cp.n_ctx = steps + 8;
-    cp.n_seq = 2;
-    cp.n_batch = 8;
-    ob_ctx_t *c = NULL;
-    CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
-    float *out = malloc((size_t)2 * steps * n_vocab * sizeof(float));
-    uint64_t save = rng;
-    rng = 12345;
-    for (int s = 0; s < 2; s++) {
-        int32_t tok[5], pos[5], sq[5];
-        for (int i = 0; i < 5; i++) { tok[i] = rint_in(0, n_vocab - 1); pos[i] = i; sq[i] = s; }
-        ob_batch b = {5, tok, pos, sq, NULL};
-        CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
-    }
-    for (int k = 0; k < steps; k++)
-        for (int s = 0; s < 2; s++) {
-            int32_t tok = rint_in(0, n_vocab - 1), pos = 5 + k, sq = s;
-            ob_batch b = {1, &tok, &pos, &sq, NULL};
-            CHECK_EQ_INT(ob_decode(c, &b, err, sizeof err), 0);
-            const float *l = ob_get_logits(c, 0);
-            if (l) memcpy(out + ((size_t)k * 2 + s) * n_vocab, l, (size_t)n_vocab * sizeof(float));
-        }
-    rng = save;
-    ob_ctx_free(c);
-    ob_model_free(m);
-    return out;
-}
-
 static void test_graphs(void) {
     char out[256];
     snprintf(out, sizeof out, "%s/cuda-graph-llama.gguf", ob_test_tmpdir());
     char *argv[] = {"convert", "tests/golden/llama", "-o", out, "--type", "q8_0", NULL};
     CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
-    const int steps = 300, n_vocab = 320; /* past two 128-position attention spans */
-    float *eager = decode_run(out, 0, steps, n_vocab), *graph = decode_run(out, 1, steps, n_vocab);
-    if (eager && graph) {
-        double d = max_abs_diff(graph, eager, (size_t)2 * steps * n_vocab);
+    const int steps = 300; /* past several attention spans */
+    int nv0 = 0, nv1 = 0;
+    float *eager = ob_test_decode_two(out, "cuda", "OB_CUDA_GRAPH", "0", steps, &nv0),
+          *graph = ob_test_decode_two(out, "cuda", "OB_CUDA_GRAPH", "1", steps, &nv1);
+    if (eager && graph && nv0 == nv1) {
+        double d = max_abs_diff(graph, eager, (size_t)2 * (steps + 1) * nv0);
         if (d > 1e-5 || ob_test_verbose) fprintf(stderr, "  cuda graphs vs eager: max|diff| %.3g over %d steps\n", d, 2 * steps);
         CHECK(d <= 1e-5);
     }

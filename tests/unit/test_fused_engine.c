@@ -15,17 +15,19 @@
 #include "test.h"
 #include "tools/tools.h"
 
-/* Logits of a 6-token prompt in each of two sequences, then steps tokens each, interleaved. */
-static float *run(const char *path, int fused, int steps, int *n_vocab_out) {
+/* Logits [steps + 1][2][n_vocab] of a 6-token prompt in each of two sequences, then steps tokens
+ * each, interleaved, on device with the environment variable env set to val while the model
+ * loads (env NULL: none). Shared with test_cuda.c (graphs against eager launches). */
+float *ob_test_decode_two(const char *path, const char *device, const char *env, const char *val, int steps, int *n_vocab_out) {
     char err[512];
-    if (fused) setenv("OB_BACKEND_FUSED", "plain", 1);
+    if (env) setenv(env, val, 1);
     ob_model_params mp = ob_model_default_params();
-    mp.device = "cpu";
+    mp.device = device;
     ob_model_t *m = NULL;
     int rc = ob_model_load(path, &mp, &m, err, sizeof err);
-    unsetenv("OB_BACKEND_FUSED");
+    if (env) unsetenv(env);
     CHECK_EQ_INT(rc, 0);
-    if (rc) { fprintf(stderr, "  fused engine: %s\n", err); return NULL; }
+    if (rc) { fprintf(stderr, "  decode %s on %s: %s\n", path, device, err); return NULL; }
     const int n_vocab = ob_model_get_info(m)->n_vocab;
     *n_vocab_out = n_vocab;
     ob_ctx_params cp = ob_ctx_default_params();
@@ -66,7 +68,8 @@ OB_SUITE(engine_fused) {
         char *argv[] = {"convert", src, "-o", out, "--type", (char *)models[i].type, NULL};
         CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
         int nv0 = 0, nv1 = 0;
-        float *plain = run(out, 0, steps, &nv0), *fused = run(out, 1, steps, &nv1);
+        float *plain = ob_test_decode_two(out, "cpu", NULL, NULL, steps, &nv0),
+              *fused = ob_test_decode_two(out, "cpu", "OB_BACKEND_FUSED", "plain", steps, &nv1);
         if (plain && fused && nv0 == nv1) {
             int same = memcmp(plain, fused, (size_t)2 * (steps + 1) * nv0 * sizeof(float)) == 0;
             if (!same || ob_test_verbose) fprintf(stderr, "  fused engine %s/%s: %s\n", models[i].dir, models[i].type, same ? "same logits" : "logits differ");

@@ -195,72 +195,32 @@ __host__ __device__ __forceinline__ int trits4(uint32_t u, uint32_t p) {
 
 template <int T> struct q8w;
 
-template <> struct q8w<OB_TYPE_Q4_0> { /* (q - 8) * d, element l low nibble of byte l, l + 16 high */
-    int w[8];
-    float d;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)sb * 18;
-        d = q8_ld_h(b);
-        nibbles16(b + 2, w);
-    }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - 8.0f * xs.y); }
-};
-
-template <> struct q8w<OB_TYPE_Q4_1> { /* d * q + m */
+/* The 32-element blocks of 16 nibble bytes: d, with MIN the min m, with HIGH 4 bytes of fifth
+ * bits, then the nibbles; value d * q + m (MIN), d * grid[q] (GRID: iq4_nl) or d * (q - OFF). */
+template <int BYTES, bool MIN, bool HIGH, bool GRID, int OFF> struct q8w_nib {
     int w[8];
     float d, m;
     __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)sb * 20;
+        const uint8_t *b = row + (size_t)sb * BYTES, *p = b + (MIN ? 4 : 2);
         d = q8_ld_h(b);
-        m = q8_ld_h(b + 2);
-        nibbles16(b + 4, w);
+        m = MIN ? q8_ld_h(b + 2) : 0.0f;
+        uint32_t qh = 0;
+        if (HIGH) ld_words<1>(p, &qh);
+        nibbles16(p + (HIGH ? 4 : 0), w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = GRID ? iq4_grid4((uint32_t)w[k]) : w[k] | (int)high4(qh, k);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)) + m * xs.y; }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
+        if (MIN) return d * (xs.x * (float)dp8(w, x, 0, 8)) + m * xs.y;
+        return d * (xs.x * (float)dp8(w, x, 0, 8) - (float)OFF * xs.y);
+    }
 };
 
-template <> struct q8w<OB_TYPE_Q5_0> { /* (q - 16) * d, bit 4 of element e in bit e of qh */
-    int w[8];
-    float d;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)sb * 22;
-        uint32_t qh;
-        d = q8_ld_h(b);
-        ld_words<1>(b + 2, &qh);
-        nibbles16(b + 6, w);
-#pragma unroll
-        for (int k = 0; k < 8; k++) w[k] |= (int)high4(qh, k);
-    }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - 16.0f * xs.y); }
-};
-
-template <> struct q8w<OB_TYPE_Q5_1> { /* d * q + m */
-    int w[8];
-    float d, m;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)sb * 24;
-        uint32_t qh;
-        d = q8_ld_h(b);
-        m = q8_ld_h(b + 2);
-        ld_words<1>(b + 4, &qh);
-        nibbles16(b + 8, w);
-#pragma unroll
-        for (int k = 0; k < 8; k++) w[k] |= (int)high4(qh, k);
-    }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)) + m * xs.y; }
-};
-
-template <> struct q8w<OB_TYPE_IQ4_NL> { /* d * grid[q] */
-    int w[8];
-    float d;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)sb * 18;
-        d = q8_ld_h(b);
-        nibbles16(b + 2, w);
-#pragma unroll
-        for (int k = 0; k < 8; k++) w[k] = iq4_grid4((uint32_t)w[k]);
-    }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
-};
+template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {};
+template <> struct q8w<OB_TYPE_Q4_1> : q8w_nib<20, true, false, false, 0> {};
+template <> struct q8w<OB_TYPE_Q5_0> : q8w_nib<22, false, true, false, 16> {};
+template <> struct q8w<OB_TYPE_Q5_1> : q8w_nib<24, true, true, false, 0> {};
+template <> struct q8w<OB_TYPE_IQ4_NL> : q8w_nib<18, false, false, true, 0> {};
 
 template <> struct q8w<OB_TYPE_Q8_0> {
     int w[8];
@@ -273,41 +233,29 @@ template <> struct q8w<OB_TYPE_Q8_0> {
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
 };
 
-template <> struct q8w<OB_TYPE_Q4_K> { /* d * sc * q - dmin * m; sub-block j: nibble half j & 1 of bytes 32 (j / 2) .. */
+/* q4_K, and with HIGH q5_K: d * sc * q - dmin * m; sub-block j takes nibble half j & 1 of bytes
+ * 32 (j / 2) .. of qs, and q5_K bit 4 of element l from bit j of qh[l]. */
+template <bool HIGH> struct q8w_k {
     int w[8];
     float d1, m1;
     __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)(sb >> 3) * 144;
+        const uint8_t *b = row + (size_t)(sb >> 3) * (HIGH ? 176 : 144);
         const int j = sb & 7, sh = 4 * (j & 1);
         int sc, m;
+        uint32_t qh[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         k4_scale_min(j, b + 4, &sc, &m);
         d1 = q8_ld_h(b) * (float)sc;
         m1 = q8_ld_h(b + 2) * (float)m;
-        ld_words<8>(b + 16 + 32 * (j >> 1), (uint32_t *)w);
-#pragma unroll
-        for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x0f0f0f0fu);
-    }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d1 * (xs.x * (float)dp8(w, x, 0, 8)) - m1 * xs.y; }
-};
-
-template <> struct q8w<OB_TYPE_Q5_K> { /* as q4_K, plus bit 4 of element l of sub-block j: bit j of qh[l] */
-    int w[8];
-    float d1, m1;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)(sb >> 3) * 176;
-        const int j = sb & 7, sh = 4 * (j & 1);
-        int sc, m;
-        uint32_t qh[8];
-        k4_scale_min(j, b + 4, &sc, &m);
-        d1 = q8_ld_h(b) * (float)sc;
-        m1 = q8_ld_h(b + 2) * (float)m;
-        ld_words<8>(b + 48 + 32 * (j >> 1), (uint32_t *)w);
-        ld_words<8>(b + 16, qh);
+        ld_words<8>(b + (HIGH ? 48 : 16) + 32 * (j >> 1), (uint32_t *)w);
+        if (HIGH) ld_words<8>(b + 16, qh);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)((((uint32_t)w[k] >> sh) & 0x0f0f0f0fu) | (((qh[k] >> j) & 0x01010101u) << 4));
     }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d1 * (xs.x * (float)dp8(w, x, 0, 8)) - m1 * xs.y; }
 };
+
+template <> struct q8w<OB_TYPE_Q4_K> : q8w_k<false> {};
+template <> struct q8w<OB_TYPE_Q5_K> : q8w_k<true> {};
 
 template <> struct q8w<OB_TYPE_IQ4_XS> { /* d * (ls - 32) * grid[q], a 6-bit ls per sub-block */
     int w[8];

@@ -82,30 +82,27 @@ done:
 }
 
 extern "C" int ob_cuda_q8_selftest(char *report, size_t cap) {
+    static const struct {
+        double (*check)(int64_t, int);
+        const char *name;
+        int n_in; /* two blocks or more of the type */
+    } types[] = {
+        {check_type<OB_TYPE_Q4_0>, "q4_0", 96},   {check_type<OB_TYPE_Q4_1>, "q4_1", 96},     {check_type<OB_TYPE_Q5_0>, "q5_0", 96},
+        {check_type<OB_TYPE_Q5_1>, "q5_1", 96},   {check_type<OB_TYPE_Q8_0>, "q8_0", 96},     {check_type<OB_TYPE_IQ4_NL>, "iq4_nl", 96},
+        {check_type<OB_TYPE_Q4_K>, "q4_K", 512},  {check_type<OB_TYPE_Q5_K>, "q5_K", 512},    {check_type<OB_TYPE_Q6_K>, "q6_K", 512},
+        {check_type<OB_TYPE_IQ4_XS>, "iq4_xs", 512}, {check_type<OB_TYPE_TQ1_0>, "tq1_0", 512}, {check_type<OB_TYPE_TQ2_0>, "tq2_0", 512},
+        {check_type<OB_TYPE_I2_S>, "i2_s", 512},
+    };
     int bad = 0;
     size_t at = 0;
     report[0] = 0;
-#define CHECK_T(T, NAME, NIN)                                                                                       \
-    do {                                                                                                            \
-        const double e = check_type<T>(NIN, 5);                                                                    \
-        const int fail = !(e >= 0 && e <= 2e-6);                                                                    \
-        bad += fail;                                                                                                \
-        if (at < cap) at += (size_t)snprintf(report + at, cap - at, "%s %s %.2g%s; ", NAME, fail ? "FAIL" : "ok", e, \
-                                             e < 0 ? " (cannot quantize)" : "");                                    \
-    } while (0)
-    CHECK_T(OB_TYPE_Q4_0, "q4_0", 96);
-    CHECK_T(OB_TYPE_Q4_1, "q4_1", 96);
-    CHECK_T(OB_TYPE_Q5_0, "q5_0", 96);
-    CHECK_T(OB_TYPE_Q5_1, "q5_1", 96);
-    CHECK_T(OB_TYPE_Q8_0, "q8_0", 96);
-    CHECK_T(OB_TYPE_IQ4_NL, "iq4_nl", 96);
-    CHECK_T(OB_TYPE_Q4_K, "q4_K", 512);
-    CHECK_T(OB_TYPE_Q5_K, "q5_K", 512);
-    CHECK_T(OB_TYPE_Q6_K, "q6_K", 512);
-    CHECK_T(OB_TYPE_IQ4_XS, "iq4_xs", 512);
-    CHECK_T(OB_TYPE_TQ1_0, "tq1_0", 512);
-    CHECK_T(OB_TYPE_TQ2_0, "tq2_0", 512);
-    CHECK_T(OB_TYPE_I2_S, "i2_s", 512);
-#undef CHECK_T
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const double e = types[i].check(types[i].n_in, 5);
+        const int fail = !(e >= 0 && e <= 2e-6);
+        bad += fail;
+        if (at < cap)
+            at += (size_t)snprintf(report + at, cap - at, "%s %s %.2g%s; ", types[i].name, fail ? "FAIL" : "ok", e,
+                                   e < 0 ? " (cannot quantize)" : "");
+    }
     return bad;
 }
