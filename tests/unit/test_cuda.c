@@ -332,7 +332,22 @@ static void test_fused(ob_backend *g) {
     check_fused(g, OB_TYPE_F32, OB_TYPE_F16, 77, 33);          /* odd rows: the fallback kernel */
     check_fused(g, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 14336, 40);     /* long rows: one per block */
     check_fused(g, OB_TYPE_F32, OB_TYPE_F32, 12288, 9);        /* rows too long to stage: fallback */
-    if (g->supports(g, OB_TYPE_LEAN4)) check_fused(g, OB_TYPE_LEAN4, OB_TYPE_LEAN4, 512, 65);
+    if (g->supports(g, OB_TYPE_LEAN4)) {
+        check_fused(g, OB_TYPE_LEAN4, OB_TYPE_LEAN4, 512, 65);
+        /* lean4 rotates each input into one scratch buffer: a second input must not reuse the first's codes */
+        ob_weight w = fused_weight(g, OB_TYPE_LEAN4, 512, 64);
+        float *x1 = randf(512, 1.0f), *x2 = randf(512, 1.0f);
+        void *d1 = dev_copy(g, x1, 2048), *d2 = dev_copy(g, x2, 2048), *ya = dev_nan(g, 64), *yb = dev_nan(g, 64);
+        g->matmul(g, &w, d1, ya, 1);
+        g->matmul(g, &w, d2, ya, 1);
+        g->copy(g, yb, ya, 4); /* an op between: nothing is reused */
+        g->matmul(g, &w, d2, yb, 1);
+        cmp_exact(g, ya, yb, 64, "lean4 twice", OB_TYPE_LEAN4, 1);
+        void *bufs[] = {d1, d2, ya, yb, (void *)w.data};
+        for (int i = 0; i < 5; i++) g->dealloc(g, bufs[i]);
+        free(x1);
+        free(x2);
+    }
 }
 
 /* ---- row ops against the CPU backend ------------------------------------------------- */

@@ -10,8 +10,7 @@
  * global load full width and keeps many loads in flight per SM), then computes from shared
  * memory, looping over token groups (up to NT tokens each) so that a batch reads the weights
  * from memory once:
- *  - int8 path (cu_q8_type: the legacy 4/5/8-bit types, iq4_nl, q4_K, q5_K, q6_K, iq4_xs and
- *    the three ternary types; cuda_q8.cuh): the activations are
+ *  - int8 path (cu_q8_type: every block type but mxfp4; cuda_q8.cuh): the activations are
  *    quantized to int8 per row as the CPU's integer kernels do (k_quant_x, or the RMSNorm that
  *    produced them), each warp takes rows and its lanes 32-element sub-blocks, and __dp4a
  *    makes exact integer sums; float scales after. The same function as the CPU's fast path.

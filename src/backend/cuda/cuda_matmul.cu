@@ -200,6 +200,7 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
     k_lean_rotate<<<(unsigned)(need / 128), 128, 0, s->stream>>>(x, s->xrot, (int64_t)(need / 128));
     CU_LAUNCHED("lean4 rotate");
+    if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* the codes were of xrot's previous contents */
     return s->xrot;
 }
 

@@ -59,8 +59,9 @@ __host__ __device__ __forceinline__ float q8_ld_h(const uint8_t *p) {
 /* Nonzero for types with an int8 sub-block decoder below. */
 __host__ __device__ constexpr bool cu_q8_type(int T) {
     return T == OB_TYPE_Q4_0 || T == OB_TYPE_Q4_1 || T == OB_TYPE_Q5_0 || T == OB_TYPE_Q5_1 || T == OB_TYPE_Q8_0 ||
-           T == OB_TYPE_IQ4_NL || T == OB_TYPE_Q4_K || T == OB_TYPE_Q5_K || T == OB_TYPE_Q6_K || T == OB_TYPE_IQ4_XS ||
-           T == OB_TYPE_TQ1_0 || T == OB_TYPE_TQ2_0 || T == OB_TYPE_I2_S;
+           T == OB_TYPE_IQ4_NL || T == OB_TYPE_Q2_K || T == OB_TYPE_Q3_K || T == OB_TYPE_Q4_K || T == OB_TYPE_Q5_K ||
+           T == OB_TYPE_Q6_K || T == OB_TYPE_IQ4_XS || T == OB_TYPE_TQ1_0 || T == OB_TYPE_TQ2_0 || T == OB_TYPE_I2_S ||
+           T == OB_TYPE_LEAN4;
 }
 
 /* Sum (or max) of v over the block; every thread gets the result. */
@@ -178,12 +179,22 @@ __host__ __device__ __forceinline__ uint32_t high4(uint32_t qh, int k) {
     return ((b & 1u) | ((b & 2u) << 7) | ((b & 4u) << 14) | ((b & 8u) << 21)) << 4;
 }
 
-/* iq4_nl's 16 grid values for four codes (bytes 0-15) at once, by byte permutes. */
-__host__ __device__ __forceinline__ int iq4_grid4(uint32_t w) {
-    const uint32_t t0 = 0xbfad9881u, t1 = 0xf6eaddcfu, t2 = 0x26190d01u, t3 = 0x71594535u; /* -127 ... 113 */
+/* A 16-entry int8 table (t0..t3, four entries a word) applied to four codes (bytes 0-15) at once,
+ * by byte permutes. */
+__host__ __device__ __forceinline__ int grid4(uint32_t w, uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3) {
     const uint32_t l3 = w & 0x07070707u, sel = (l3 & 0x7u) | ((l3 >> 4) & 0x70u) | ((l3 >> 8) & 0x700u) | ((l3 >> 12) & 0x7000u);
     const uint32_t hi = ((w >> 3) & 0x01010101u) * 0xffu;
     return (int)((q8_perm(t0, t1, sel) & ~hi) | (q8_perm(t2, t3, sel) & hi));
+}
+/* iq4_nl's grid (-127 ... 113) and lean4's (-127 ... 127) */
+__host__ __device__ __forceinline__ int iq4_grid4(uint32_t w) { return grid4(w, 0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u); }
+__host__ __device__ __forceinline__ int lean_grid4(uint32_t w) { return grid4(w, 0xc6b5a081u, 0xfaeee1d4u, 0x2c1f1206u, 0x7f604b3au); }
+
+/* Sum of the codes of words k0..k1-1 (four each). */
+__host__ __device__ __forceinline__ int csum(const int x[8], int k0, int k1) {
+    int s = 0;
+    for (int k = k0; k < k1; k++) s = q8_dp4a(0x01010101, x[k], s);
+    return s;
 }
 
 /* Four trits of the bytes of u after multiplying each by p (tq1_0's base-3 digits, mod 256),
@@ -304,6 +315,66 @@ template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[
         d = q8_ld_h(b + 52);
     }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - xs.y); }
+};
+
+template <> struct q8w<OB_TYPE_Q2_K> { /* d * (sc & 15) * q - dmin * (sc >> 4), one scale byte per 16 elements */
+    int w[8];
+    float d, dmin;
+    int sc0, sc1;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 3) * 84;
+        const int j = sb & 7, sh = 2 * (j & 3);
+        ld_words<8>(b + 16 + 32 * (j >> 2), (uint32_t *)w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
+        sc0 = b[2 * j];
+        sc1 = b[2 * j + 1];
+        d = q8_ld_h(b + 80);
+        dmin = q8_ld_h(b + 82);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
+        const int a = (sc0 & 15) * dp8(w, x, 0, 4) + (sc1 & 15) * dp8(w, x, 4, 8);
+        const int m = (sc0 >> 4) * csum(x, 0, 4) + (sc1 >> 4) * csum(x, 4, 8);
+        return xs.x * (d * (float)a - dmin * (float)m);
+    }
+};
+
+template <> struct q8w<OB_TYPE_Q3_K> { /* d * (6-bit scale - 32) * (q | hmask bit << 2) - 4), scale per 16 */
+    int w[8];
+    float d;
+    int sc0, sc1;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 3) * 110;
+        const int j = sb & 7, sh = 2 * (j & 3);
+        uint32_t hm[8];
+        ld_words<8>(b + 32 + 32 * (j >> 2), (uint32_t *)w);
+        ld_words<8>(b, hm);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            w[k] = (int)q8_vsub4((((uint32_t)w[k] >> sh) & 0x03030303u) | (((hm[k] >> j) & 0x01010101u) << 2), 0x04040404u);
+        const uint8_t *s = b + 96;
+        const int g0 = 2 * j, g1 = 2 * j + 1;
+        sc0 = ((g0 < 8 ? s[g0] & 15 : s[g0 - 8] >> 4) | (((s[8 + g0 % 4] >> (2 * (g0 / 4))) & 3) << 4)) - 32;
+        sc1 = ((g1 < 8 ? s[g1] & 15 : s[g1 - 8] >> 4) | (((s[8 + g1 % 4] >> (2 * (g1 / 4))) & 3) << 4)) - 32;
+        d = q8_ld_h(b + 108);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
+        return d * (xs.x * (float)(sc0 * dp8(w, x, 0, 4) + sc1 * dp8(w, x, 4, 8)));
+    }
+};
+
+template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; elements 0-63 low nibbles, 64-127 high */
+    int w[8];
+    float d;
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 2) * 68;
+        const int e0 = 32 * (sb & 3), hi = e0 >= 64;
+        d = q8_ld_h(b + 2 * hi);
+        ld_words<8>(b + 4 + (e0 & 63), (uint32_t *)w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = lean_grid4(((uint32_t)w[k] >> (4 * hi)) & 0x0f0f0f0fu);
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
 };
 
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */

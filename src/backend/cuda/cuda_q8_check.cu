@@ -3,7 +3,8 @@
  * Owns: ob_cuda_q8_selftest. The decoders are __host__ __device__ with plain-C twins of their
  * intrinsics (byte permute, bytewise subtract, dp4a), so their unpacking and scale arithmetic can
  * be checked against the reference dequantization (format/quant_tensor.h) on any machine that
- * builds with CUDA=1, without a GPU: for every type of cu_q8_type, random rows are quantized,
+ * builds with CUDA=1, without a GPU: for every type of cu_q8_type, random rows are quantized
+ * (lean4's reference rows rotated back into the stored basis),
  * every sub-block is unpacked and dotted with random int8 activation codes and block scales, and
  * each row's sum must match the double-precision sum over the dequantized weights. The device
  * instances compile from the same source (only the intrinsics differ, and those are exact).
@@ -29,6 +30,19 @@ static uint32_t chk_next(void) {
 }
 static float chk_uni(void) { return (float)(chk_next() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
 
+/* lean4's rotation of a 128-element block (its own inverse): the Walsh-Hadamard butterflies
+ * of k_lean_rotate (cuda_matmul.cu), then 1 / sqrt(128). */
+static void rotate128(float *v) {
+    for (int h = 1; h < 128; h *= 2)
+        for (int i = 0; i < 128; i++)
+            if (!(i & h)) {
+                const float a = v[i], c = v[i + h];
+                v[i] = a + c;
+                v[i + h] = a - c;
+            }
+    for (int i = 0; i < 128; i++) v[i] *= 0.0883883476483184405f;
+}
+
 /* Worst relative error of type T's rows (n_in elements, n_rows rows); -1 when it cannot quantize. */
 template <int T> static double check_type(int64_t n_in, int n_rows) {
     const size_t rb = ob_type_row_size(T, n_in), bytes = ob_type_tensor_size(T, n_in, n_rows); /* i2_s: + its scale */
@@ -47,6 +61,8 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
         worst = -1;
         goto done;
     }
+    if (T == OB_TYPE_LEAN4) /* rows are stored rotated: the decoder gives the rotated values */
+        for (int64_t b0 = 0; b0 < n_in * n_rows; b0 += 128) rotate128(wd + b0);
     {
         const float tscale = ob_tensor_scale(T, wq, n_in, n_rows); /* i2_s: applied after the dot */
         for (int r = 0; r < n_rows; r++) {
@@ -89,15 +105,17 @@ extern "C" int ob_cuda_q8_selftest(char *report, size_t cap) {
     } types[] = {
         {check_type<OB_TYPE_Q4_0>, "q4_0", 96},   {check_type<OB_TYPE_Q4_1>, "q4_1", 96},     {check_type<OB_TYPE_Q5_0>, "q5_0", 96},
         {check_type<OB_TYPE_Q5_1>, "q5_1", 96},   {check_type<OB_TYPE_Q8_0>, "q8_0", 96},     {check_type<OB_TYPE_IQ4_NL>, "iq4_nl", 96},
+        {check_type<OB_TYPE_Q2_K>, "q2_K", 512},  {check_type<OB_TYPE_Q3_K>, "q3_K", 512},
         {check_type<OB_TYPE_Q4_K>, "q4_K", 512},  {check_type<OB_TYPE_Q5_K>, "q5_K", 512},    {check_type<OB_TYPE_Q6_K>, "q6_K", 512},
         {check_type<OB_TYPE_IQ4_XS>, "iq4_xs", 512}, {check_type<OB_TYPE_TQ1_0>, "tq1_0", 512}, {check_type<OB_TYPE_TQ2_0>, "tq2_0", 512},
-        {check_type<OB_TYPE_I2_S>, "i2_s", 512},
+        {check_type<OB_TYPE_I2_S>, "i2_s", 512},  {check_type<OB_TYPE_LEAN4>, "lean4", 512},
     };
     int bad = 0;
     size_t at = 0;
     report[0] = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const double e = types[i].check(types[i].n_in, 5);
+        if (e < 0 && !ob_tensor_can_quantize(types[i].name[0] == 'l' ? OB_TYPE_LEAN4 : -1)) continue; /* a build without lean4 */
         const int fail = !(e >= 0 && e <= 2e-6);
         bad += fail;
         if (at < cap)
