@@ -532,6 +532,16 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    /* the decode matmul staging the activation codes too (opt-in: OB_CUDA_XSTAGE=1) */
+    setenv("OB_CUDA_XSTAGE", "1", 1);
+    ob_backend *gx = gpu_new();
+    unsetenv("OB_CUDA_XSTAGE");
+    CHECK(gx != NULL);
+    if (gx) {
+        test_matmul_types(gx);
+        test_fused(gx);
+        gpu_free(gx);
+    }
     test_row_ops(g, c);
     test_rope(g, c);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};

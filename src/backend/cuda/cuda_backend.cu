@@ -136,6 +136,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
     s->attn_tile = at && !strcmp(at, "1");
+    const char *xst = getenv("OB_CUDA_XSTAGE");
+    s->xstage = xst && !strcmp(xst, "1");
     cu_prof_init(s);
     snprintf(s->name, sizeof s->name, "%s", p.name);
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {

@@ -17,6 +17,9 @@
  *  - float path (every other type): threads take 8-element chunks, decode them with
  *    cuda_quant.cuh's deq8 and multiply in float32 with the float activations: the same
  *    function as the CPU reference up to summation order.
+ * With OB_CUDA_XSTAGE=1 (off until measured on a GPU) the int8 path also stages the activation
+ * codes and scales of a single token group with the rows, so that no step of a lane's loop waits
+ * on L2 for them.
  * Each output's arithmetic depends neither on R nor on the token group, so a prompt of up to 32
  * tokens and token-by-token decoding agree, and the fused forms give the plain ops' bits. R is
  * picked per call from the row size (shared memory) and the row count (enough blocks).
@@ -54,6 +57,7 @@ struct gv_args {
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (k_quant_x) */
     const float2 *xs;
+    int xstage;       /* int8 path: codes and scales staged in shared memory with the rows */
 };
 
 /* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
@@ -124,7 +128,7 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
  * red[warp][r * NT + t] gets the row's sum for the rows the warp owns and 0 for the others. */
 template <int T, int NT, int RMAX>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
-                                           float (*red)[RMAX * NT]) {
+                                           const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
     constexpr int RW = (RMAX + 3) / 4;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
     float acc[RW][NT];
@@ -143,10 +147,10 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 if (t < nt) {
-                    const int4 *xp = (const int4 *)(a.xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
-                    const int4 p = __ldg(xp), q = __ldg(xp + 1);
+                    const int4 *xp = (const int4 *)(xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
+                    const int4 p = xp[0], q = xp[1];
                     const int xw[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
-                    acc[rr][t] += W.dot(xw, __ldg(a.xs + (size_t)(t0 + t) * nsb + sb));
+                    acc[rr][t] += W.dot(xw, xs[(size_t)(t0 + t) * nsb + sb]);
                 }
             }
         }
@@ -172,8 +176,9 @@ __global__ void __launch_bounds__(1024) k_quant_x(const float *__restrict__ x, i
 
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
-    if (nc + nb * sizeof(float2) > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
-    cu_reserve(s, &s->xq, &s->xq_cap, nc + nb * sizeof(float2));
+    const size_t need = nc + nb * sizeof(float2) + 16; /* + 16: staging copies whole 16-byte words */
+    if (need > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
+    cu_reserve(s, &s->xq, &s->xq_cap, need);
     *codes = (int8_t *)s->xq;
     *scales = (float2 *)((uint8_t *)s->xq + nc);
 }
@@ -196,6 +201,15 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const size_t stride = gv_span((size_t)a.R * a.rb);
     const uint8_t *base0 = gv_stage(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
     const uint8_t *base1 = glu ? gv_stage(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+    /* int8 path with xstage: the activations' codes and scales come along (one token group) */
+    const int8_t *xq = a.xq;
+    const float2 *xs = a.xs;
+    if (cu_q8_type(T) && a.xstage) {
+        uint8_t *xb = sm + (glu ? 2 : 1) * stride;
+        const size_t nc = (size_t)a.n * a.n_in, nsc = (size_t)a.n * (a.n_in / 32) * sizeof(float2);
+        xq = (const int8_t *)gv_stage(xb, (const uint8_t *)a.xq, nc);
+        xs = (const float2 *)gv_stage(xb + gv_span(nc), (const uint8_t *)a.xs, nsc);
+    }
     __pipeline_commit();
     __pipeline_wait_prior(0);
     __syncthreads();
@@ -203,7 +217,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -260,7 +274,12 @@ template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    if constexpr (cu_q8_type(T)) { /* OB_CUDA_XSTAGE=1: stage the codes too, when one token group fits */
+        const size_t nc = (size_t)a.n * a.n_in, xb = gv_span(nc) + gv_span(nc / 32 * sizeof(float2));
+        a.xstage = s->xstage && a.n <= NT && smem + xb <= GV_SMEM_MAX;
+        if (a.xstage) smem += xb;
+    }
     k_gv<T, NT, RMAX><<<(unsigned)blocks, GV_THREADS, smem, s->stream>>>(a);
     CU_LAUNCHED("matmul (staged)");
 }

@@ -82,6 +82,7 @@ typedef struct {
     uint64_t graph_tick;
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
     int attn_tile;         /* OB_CUDA_ATTN_TILES=1: the tiled prompt attention (cuda_attn.cu) */
+    int xstage;            /* OB_CUDA_XSTAGE=1: the decode matmul stages the activation codes too (cuda_gemv.cu) */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
     int cap_bad;           /* something not recordable happened during the recording */
