@@ -225,14 +225,19 @@ static void fill_logprobs(const float *logits, int32_t n_vocab, ob_token_event *
 /* Samples the next token of r from its logits row; emits it; decides whether r goes on. */
 static void on_logits(ob_sched_t *s, ob_req_t *r, const float *logits) {
     const ob_tokenizer_t *tok = ob_model_tokenizer(s->m);
-    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof(float));
-    for (int i = 0; i < r->n_bias; i++) s->work[r->bias[i].token] += r->bias[i].bias;
     /* ignore_eos: end-of-generation tokens are never chosen (llama-server does the same), so
      * the text goes on instead of printing end markers; min_tokens: the same until that many. */
-    if (r->ignore_eos || r->n_gen < r->min_tokens)
-        for (int i = 0; i < s->n_eog; i++) s->work[s->eog[i]] = -INFINITY;
-    if (r->filter) r->filter(r->filter_user, s->work, s->n_vocab);
-    int32_t t = ob_sampler_sample(r->sampler, s->work);
+    const int mask_eog = r->ignore_eos || r->n_gen < r->min_tokens;
+    const float *row = logits; /* the sampler reads the row in place unless something edits it */
+    if (r->n_bias || mask_eog || r->filter) {
+        memcpy(s->work, logits, (size_t)s->n_vocab * sizeof(float));
+        for (int i = 0; i < r->n_bias; i++) s->work[r->bias[i].token] += r->bias[i].bias;
+        if (mask_eog)
+            for (int i = 0; i < s->n_eog; i++) s->work[s->eog[i]] = -INFINITY;
+        if (r->filter) r->filter(r->filter_user, s->work, s->n_vocab);
+        row = s->work;
+    }
+    int32_t t = ob_sampler_sample(r->sampler, row);
     if (t < 0 || t >= s->n_vocab) t = 0;
     ob_sampler_accept(r->sampler, t);
     if (r->accept) r->accept(r->filter_user, t);
