@@ -23,7 +23,9 @@
  * Each output's arithmetic depends neither on R nor on the token group, so a prompt of up to 32
  * tokens and token-by-token decoding agree, and the fused forms give the plain ops' bits. R is
  * picked per call from the row size (shared memory) and the row count (enough blocks).
- * Does not own: the cuBLAS path and the fallback kernel (cuda_matmul.cu), the decoders.
+ * Also owns the fallback kernel for rows it cannot stage (k_gemv, below: the same float path on
+ * rows read in place).
+ * Does not own: the cuBLAS path (cuda_matmul.cu), the decoders.
  */
 #include <cuda_pipeline.h>
 #include <stdio.h>
@@ -74,13 +76,27 @@ __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *
     return dst + (a - a0);
 }
 
+/* Each thread's partial sums acc[r][t], summed over its warp into red[warp][r * NT + t]. */
+template <int NT, int RMAX> __device__ __forceinline__ void gv_red(float (&acc)[RMAX][NT], float (*red)[RMAX * NT]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < RMAX; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float v = acc[r][t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) red[warp][r * NT + t] = v;
+        }
+}
+
 /* Float path: each thread takes 8-element chunks c = tid, tid + 128, ... of every staged row,
  * decodes a chunk once and multiplies it with each token's activations; red[warp][r * NT + t]
  * gets the warp's partial sum (the epilogue adds the four warps). */
 template <int T, int NT, int RMAX>
 __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                             float (*red)[RMAX * NT]) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nch = a.n_in / 8;
+    const int tid = threadIdx.x, nch = a.n_in / 8;
     float acc[RMAX][NT];
 #pragma unroll
     for (int r = 0; r < RMAX; r++)
@@ -112,15 +128,7 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < RMAX; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            float v = acc[r][t];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0) red[warp][r * NT + t] = v;
-        }
+    gv_red<NT, RMAX>(acc, red);
 }
 
 /* Int8 path (cuda_q8.cuh): warp w owns staged rows w, w + 4, ...; its lanes take 32-element
@@ -323,6 +331,67 @@ static gv_job gv_job_of(const ob_weight *w, float *y) {
     return j;
 }
 
+/* ---- fallback: rows read in place ---------------------------------------------------------
+ * For what k_gv cannot stage (a row over GV_SMEM_MAX, activations not 16-byte aligned) and
+ * one-element types whose rows are not a multiple of 8: ROWS rows and NT tokens a block (token
+ * groups over grid.y), the float path of k_gv on rows read from global memory, or element by
+ * element (deq1) for the odd rows. Stores only (the fused forms fall back to plain ops). */
+template <int T, int NT, int ROWS, bool VEC>
+__global__ void __launch_bounds__(GV_THREADS) k_gemv(const gv_args a) {
+    const gv_job &J = a.job[0];
+    const int r0 = blockIdx.x * ROWS, t0 = blockIdx.y * NT, tid = threadIdx.x;
+    const int nr = J.n_out - r0 < ROWS ? J.n_out - r0 : ROWS, nt = a.n - t0 < NT ? a.n - t0 : NT;
+    __shared__ float red[GV_THREADS / 32][ROWS * NT];
+    const uint8_t *base = J.W + (size_t)r0 * a.rb;
+    if constexpr (VEC) {
+        gv_rows_f32<T, NT, ROWS>(a, base, base, nr, nr, t0, nt, red);
+    } else {
+        float acc[ROWS][NT];
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+        for (int e = tid; e < a.n_in; e += GV_THREADS)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                if (r < nr) {
+                    const float v = deq1<T>(base + (size_t)r * a.rb, e);
+#pragma unroll
+                    for (int t = 0; t < NT; t++)
+                        if (t < nt) acc[r][t] = fmaf(v, a.x[(size_t)(t0 + t) * a.n_in + e], acc[r][t]);
+                }
+        gv_red<NT, ROWS>(acc, red);
+    }
+    __syncthreads();
+    for (int k = tid; k < ROWS * NT; k += GV_THREADS) {
+        const int r = k / NT, t = k % NT;
+        if (r < nr && t < nt) {
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GV_THREADS / 32; w++) v += red[w][k];
+            J.y[(size_t)(t0 + t) * J.n_out + r0 + r] = v * J.scale;
+        }
+    }
+}
+
+template <int T, int NT, int ROWS> static void fallback_launch(cu_state *s, const gv_args &a, bool vec) {
+    dim3 grid((unsigned)((a.job[0].n_out + ROWS - 1) / ROWS), (unsigned)((a.n + NT - 1) / NT));
+    if (vec) k_gemv<T, NT, ROWS, true><<<grid, GV_THREADS, 0, s->stream>>>(a);
+    else if constexpr (cu_type<T>::block == 1) k_gemv<T, NT, ROWS, false><<<grid, GV_THREADS, 0, s->stream>>>(a);
+    CU_LAUNCHED("matmul (fallback)");
+}
+
+template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
+    const bool vec = a.n_in % 8 == 0 && ((uintptr_t)a.x & 15) == 0;
+    if (cu_type<T>::block > 1 && !vec) { /* block types: rows are multiples of 32, buffers 256-aligned */
+        fprintf(stderr, "cuda backend: matmul activations at %p are not 16-byte aligned\n", (const void *)a.x);
+        abort();
+    }
+    if (a.n == 1) fallback_launch<T, 1, 4>(s, a, vec);
+    else if (a.n <= 4) fallback_launch<T, 4, 2>(s, a, vec);
+    else fallback_launch<T, 8, 2>(s, a, vec);
+}
+
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
     if (n > CU_GEMV_MAX || !gv_ok(w, x, 1)) return 0;
     gv_args a = gv_base(w, x, n, add ? GV_ADD : GV_STORE);
@@ -353,4 +422,13 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.relu2 = relu2;
     gv_run(s, g->type, a);
     return 1;
+}
+
+void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
+    gv_args a = gv_base(w, x, n, GV_STORE);
+    a.job[0] = gv_job_of(w, y);
+    a.nj = 1;
+#define FB(T) fallback_type<T>(s, a)
+    CU_FOR_TYPE(w->type, FB)
+#undef FB
 }

@@ -126,6 +126,8 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
  * lean4); each returns 0 without launching anything when the weights do not suit it */
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
+/* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
+void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 /* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);

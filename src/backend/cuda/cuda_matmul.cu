@@ -1,12 +1,8 @@
 /* cuda_matmul.cu — y = x . W^T for weights of every type, and embedding rows.
  *
- * Owns: the choice of path per batch size and the kernels of each:
- *  - n <= 32 tokens (decode, small batches of the server's slots): a fused dequantize-dot
- *    kernel. A block of 128 threads owns ROWS weight rows; its threads stride over 8-element
- *    chunks of the rows, decode each chunk once in registers (cuda_quant.cuh) and use it for up
- *    to NT tokens, whose activations are read once per chunk and shared by the ROWS rows (so
- *    activation traffic stays below the weights' own). Float32 throughout: the same function as
- *    the CPU reference up to summation order. Batches above NT run as token groups over grid.y.
+ * Owns: the choice of path per batch size and the kernels of the large batches:
+ *  - n <= 32 tokens (decode, small batches of the server's slots): cuda_gemv.cu (its staged
+ *    kernel, or its fallback for rows it cannot stage), and the fused ops' fallbacks here.
  *  - n > 32 (prompt processing, large batches): tensor cores through cuBLAS: the weight is
  *    dequantized to f16 (f16 and bf16 weights are used as stored, f32 through SGEMM in f32),
  *    the activations converted to the same 16-bit type, and cublasGemmEx accumulates in f32.
@@ -21,106 +17,6 @@
 
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_quant.cuh"
-
-#define MM_THREADS 128
-
-/* ---- fused dequantize-dot: NT tokens x ROWS rows per block ---------------------------- */
-
-template <int T, int NT, int ROWS, bool VEC>
-__global__ void __launch_bounds__(MM_THREADS) k_gemv(const uint8_t *__restrict__ W, size_t row_bytes, int n_in, int n_out,
-                                                    const float *__restrict__ x, float *__restrict__ y, int n, float scale) {
-    const int r0 = blockIdx.x * ROWS, t0 = blockIdx.y * NT, tid = threadIdx.x;
-    float acc[ROWS][NT];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-    int nr = n_out - r0 < ROWS ? n_out - r0 : ROWS, nt = n - t0 < NT ? n - t0 : NT;
-    if constexpr (VEC) {
-        const int nch = n_in / 8;
-        for (int j = tid; j < nch; j += MM_THREADS) {
-            float xv[NT][8];
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    const float4 *xp = (const float4 *)(x + (size_t)(t0 + t) * n_in) + 2 * j;
-                    float4 a = __ldg(xp), b = __ldg(xp + 1);
-                    xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
-                    xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (r < nr) {
-                    float v[8];
-                    deq8<T>(W + (size_t)(r0 + r) * row_bytes, j, v);
-#pragma unroll
-                    for (int t = 0; t < NT; t++) {
-                        float s = 0.0f;
-#pragma unroll
-                        for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[t][i], s);
-                        acc[r][t] += s;
-                    }
-                }
-            }
-        }
-    } else { /* one-element types with a row length that is not a multiple of 8 */
-        for (int e = tid; e < n_in; e += MM_THREADS)
-#pragma unroll
-            for (int r = 0; r < ROWS; r++)
-                if (r < nr) {
-                    float v = deq1<T>(W + (size_t)(r0 + r) * row_bytes, e);
-#pragma unroll
-                    for (int t = 0; t < NT; t++)
-                        if (t < nt) acc[r][t] = fmaf(v, x[(size_t)(t0 + t) * n_in + e], acc[r][t]);
-                }
-    }
-    /* reduce over the block: warps by shuffles, then across warps through shared memory */
-    __shared__ float red[MM_THREADS / 32][ROWS * NT];
-    const int lane = tid & 31, warp = tid >> 5;
-#pragma unroll
-    for (int r = 0; r < ROWS; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            float v = acc[r][t];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0) red[warp][r * NT + t] = v;
-        }
-    __syncthreads();
-    for (int k = tid; k < ROWS * NT; k += MM_THREADS) {
-        const int r = k / NT, t = k % NT;
-        if (r < nr && t < nt) {
-            float v = 0.0f;
-#pragma unroll
-            for (int w = 0; w < MM_THREADS / 32; w++) v += red[w][k];
-            y[(size_t)(t0 + t) * n_out + r0 + r] = v * scale;
-        }
-    }
-}
-
-template <int T, int NT, int ROWS>
-static void gemv_launch(cu_state *s, const ob_weight *w, const float *x, float *y, int n, bool vec) {
-    dim3 grid((unsigned)((w->n_out + ROWS - 1) / ROWS), (unsigned)((n + NT - 1) / NT));
-    if (vec)
-        k_gemv<T, NT, ROWS, true><<<grid, MM_THREADS, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, (int)w->n_in,
-                                                                  (int)w->n_out, x, y, n, w->scale);
-    else if constexpr (cu_type<T>::block == 1)
-        k_gemv<T, NT, ROWS, false><<<grid, MM_THREADS, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, (int)w->n_in,
-                                                                   (int)w->n_out, x, y, n, w->scale);
-    CU_LAUNCHED("matmul (fused)");
-}
-
-template <int T> static void gemv_type(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
-    const bool vec = w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0;
-    if (cu_type<T>::block > 1 && !vec) { /* block types: rows are multiples of 32, buffers 256-aligned */
-        fprintf(stderr, "cuda backend: matmul activations at %p are not 16-byte aligned\n", (const void *)x);
-        abort();
-    }
-    if (n == 1) gemv_launch<T, 1, 4>(s, w, x, y, n, vec);
-    else if (n <= 4) gemv_launch<T, 4, 2>(s, w, x, y, n, vec);
-    else gemv_launch<T, 8, 2>(s, w, x, y, n, vec);
-}
 
 /* ---- dequantize to f16 for the tensor-core path --------------------------------------- */
 
@@ -207,10 +103,7 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
 /* y = x . W^T with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     if (n <= CU_GEMV_MAX) {
-        if (cu_gemv(s, w, x, y, n, 0)) return;
-#define GEMV(T) gemv_type<T>(s, w, x, y, n)
-        CU_FOR_TYPE(w->type, GEMV)
-#undef GEMV
+        if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
         return;
     }
     if (w->type == OB_TYPE_F32) {
