@@ -31,8 +31,8 @@ void cu_check_blas(cublasStatus_t e, const char *what) {
 static cu_state *st(ob_backend *b) { return (cu_state *)b->priv; }
 
 /* The int8 activation codes (cu_xq_tag) stay valid only until something may write their source:
- * every op forgets them, except the matmuls, which only read their input and forget them when
- * an output overlaps it. */
+ * every op forgets them, except the matmuls, which only read their input (never in place) and
+ * forget them afterwards when an output overlaps their source. */
 static void xq_forget(cu_state *s) { cu_xq_tag(s, NULL, 0, 0); }
 static void xq_forget_if(cu_state *s, const float *y, size_t n) {
     const float *src = s->xq_src;
@@ -243,7 +243,6 @@ static void matmul_op(ob_backend *b, const ob_weight *w, const float *x, float *
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, add ? "matmul+add" : "matmul", w, w->n_out, n);
-    xq_forget_if(s, y, (size_t)n * w->n_out);
     PROF(s, name, (double)w->row_bytes * w->n_out, add ? cu_matmul_add(s, w, x, y, n) : cu_matmul(s, w, x, y, n));
     xq_forget_if(s, y, (size_t)n * w->n_out);
 }
@@ -258,7 +257,6 @@ static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float 
     for (int i = 0; i < count; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
     snprintf(op, sizeof op, "matmul x%d", count);
     const char *name = mm_name(s, buf, sizeof buf, op, ws[0], -1, n);
-    for (int i = 0; i < count; i++) xq_forget_if(s, ys[i], (size_t)n * ws[i]->n_out);
     PROF(s, name, bytes, cu_matmul_multi(s, ws, ys, count, x, n));
     for (int i = 0; i < count; i++) xq_forget_if(s, ys[i], (size_t)n * ws[i]->n_out);
 }
@@ -268,8 +266,6 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
-    xq_forget_if(s, gate, (size_t)n * g->n_out);
-    xq_forget_if(s, up, (size_t)n * u->n_out);
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
     xq_forget_if(s, gate, (size_t)n * g->n_out);
     xq_forget_if(s, up, (size_t)n * u->n_out);
