@@ -25,8 +25,9 @@
 
 #define AT_WARPS 4
 #define AT_MAXK 8 /* head_dim up to 256 = 8 values per lane */
-#define AT_SPAN_MIN 64 /* positions: a token's context is cut into spans no shorter than this */
 #define AT_UNROLL 4    /* positions a warp takes per step */
+#define AT_SPLIT_MAX (AT_WARPS * AT_MAXK * 32) /* spans per token: their merge weights reuse the warps' merge buffer */
+#define AT_SPAN_MIN (AT_WARPS * AT_UNROLL) /* positions: a token's context is cut into spans no shorter than one step of the block */
 
 __device__ __forceinline__ float kv_elem(const uint8_t *row, int type, int d) {
     if (type == OB_TYPE_F16) return __half2float(((const __half *)row)[d]);
@@ -37,12 +38,15 @@ __device__ __forceinline__ float kv_elem(const uint8_t *row, int type, int d) {
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
                                                           float *part, int *cnt) {
+    cu_dep();
     const int h = blockIdx.x, i = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
-    /* this token's spans: as many as n_split, none shorter than AT_SPAN_MIN positions (decided
-     * here from the position on the device, so a recorded graph stays right as the context grows) */
+    /* this token's spans: ns of the n_split blocks, none shorter than AT_SPAN_MIN positions
+     * (decided here from the position on the device, so a recorded graph stays right as the
+     * context grows); the blocks past them end at once */
     const int np = a.pos[i] + 1, ns = min(n_split, (np + AT_SPAN_MIN - 1) / AT_SPAN_MIN), span = (np + ns - 1) / ns;
+    if (split >= ns) return;
     const int p0 = split * span, p1 = min(np, p0 + span);
     const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
@@ -116,7 +120,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
 #pragma unroll
         for (int k = 0; k < AT_MAXK; k++) o[k] += so[w][lane + 32 * k] * f;
     }
-    if (n_split == 1) {
+    if (ns == 1) {
         float *out = a.out + ((size_t)i * a.n_head + h) * hd;
         const float inv = L > 0 ? 1.0f / L : 0.0f;
 #pragma unroll
@@ -129,29 +133,38 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
 #pragma unroll
     for (int k = 0; k < AT_MAXK; k++)
         if (lane + 32 * k < hd) pp[2 + lane + 32 * k] = o[k];
-    /* the last span of (token, head) to finish merges them all, and resets the counter */
+    /* the last of the token's ns spans to finish merges them all, and resets the counter */
     __threadfence();
     __syncwarp(); /* every lane's stores are fenced before lane 0 counts the span */
     int last = 0;
-    if (lane == 0) last = atomicAdd(&cnt[(size_t)i * a.n_head + h], 1) == n_split - 1;
+    if (lane == 0) last = atomicAdd(&cnt[(size_t)i * a.n_head + h], 1) == ns - 1;
     if (!__shfl_sync(0xffffffffu, last, 0)) return;
     __threadfence();
     const float *pb = part + ((size_t)i * a.n_head + h) * n_split * (hd + 2);
-    M = -INFINITY; /* spans past the token's last position hold max -inf, sum 0 */
-    for (int sp = 0; sp < n_split; sp++) M = fmaxf(M, __ldcg(pb + (size_t)sp * (hd + 2)));
+    /* lanes take spans for the max and the sum (a span with no position holds max -inf, sum 0),
+     * then every span's weight exp(m_s - M) / L goes to shared memory for the vectors */
+    float *wsp = so[0]; /* AT_SPLIT_MAX floats: ns <= n_split fits (cu_attention) */
+    __syncwarp();       /* every lane has read so */
+    M = -INFINITY;
+    for (int sp = lane; sp < ns; sp += 32) M = fmaxf(M, __ldcg(pb + (size_t)sp * (hd + 2)));
+#pragma unroll
+    for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o2));
     L = 0.0f;
-    for (int sp = 0; sp < n_split; sp++) {
+    for (int sp = lane; sp < ns; sp += 32) {
         const float ms = __ldcg(pb + (size_t)sp * (hd + 2));
-        if (ms != -INFINITY) L += __ldcg(pb + (size_t)sp * (hd + 2) + 1) * __expf(ms - M);
+        const float f = ms != -INFINITY ? __expf(ms - M) : 0.0f;
+        wsp[sp] = f;
+        L += __ldcg(pb + (size_t)sp * (hd + 2) + 1) * f;
     }
+#pragma unroll
+    for (int o2 = 16; o2 > 0; o2 >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o2);
+    __syncwarp();
     const float inv = L > 0 ? 1.0f / L : 0.0f;
     float *out = a.out + ((size_t)i * a.n_head + h) * hd;
     for (int d = lane; d < hd; d += 32) {
         float od = 0.0f;
-        for (int sp = 0; sp < n_split; sp++) {
-            const float ms = __ldcg(pb + (size_t)sp * (hd + 2));
-            if (ms != -INFINITY) od += __ldcg(pb + (size_t)sp * (hd + 2) + 2 + d) * __expf(ms - M);
-        }
+#pragma unroll 8
+        for (int sp = 0; sp < ns; sp++) od += __ldcg(pb + (size_t)sp * (hd + 2) + 2 + d) * wsp[sp];
         out[d] = od * inv;
     }
     if (lane == 0) cnt[(size_t)i * a.n_head + h] = 0;
@@ -173,6 +186,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
  * fall in different banks. */
 __global__ void __launch_bounds__(FT_THREADS) k_attn_tile(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
     extern __shared__ float ft[];
+    cu_dep();
     const int hd = a.head_dim, h = blockIdx.x, i0 = blockIdx.y * FT_Q, nq = min(FT_Q, a.n - i0);
     const int kh = h / (a.n_head / a.n_head_kv), t = threadIdx.x, q = t >> 2, g = t & 3;
     const int ldq = hd + 1, ldk = hd + 1;
@@ -259,8 +273,7 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     dim3 grid((unsigned)a->n_head, (unsigned)((a->n + FT_Q - 1) / FT_Q));
-    k_attn_tile<<<grid, FT_THREADS, ft_smem(a->head_dim), s->stream>>>(*a, krb, vrb, khb, vhb);
-    CU_LAUNCHED("attention (tiles)");
+    cu_launch(s, "attention (tiles)", grid, FT_THREADS, ft_smem(a->head_dim), k_attn_tile, *a, krb, vrb, khb, vhb);
     return 1;
 }
 
@@ -280,6 +293,7 @@ void cu_attention(cu_state *s, const ob_attn_args *a) {
     int n_split = blocks >= 2 * s->sm_count ? 1 : (16 * s->sm_count + blocks - 1) / blocks;
     const int max_split = (a->n_ctx + AT_SPAN_MIN - 1) / AT_SPAN_MIN;
     if (n_split > max_split) n_split = max_split;
+    if (n_split > AT_SPLIT_MAX) n_split = AT_SPLIT_MAX;
     if (n_split < 1) n_split = 1;
     if (n_split > 1) {
         cu_reserve(s, (void **)&s->attn_part, &s->attn_cap, (size_t)blocks * n_split * (a->head_dim + 2) * sizeof(float));
@@ -289,6 +303,5 @@ void cu_attention(cu_state *s, const ob_attn_args *a) {
             cu_check(cudaMemsetAsync(s->attn_cnt, 0, s->attn_cnt_cap, s->stream), "attention counters");
     }
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
-    k_attn<<<grid, AT_WARPS * 32, 0, s->stream>>>(*a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt);
-    CU_LAUNCHED("attention");
+    cu_launch(s, "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt);
 }

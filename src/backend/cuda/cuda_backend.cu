@@ -138,6 +138,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_tile = at && !strcmp(at, "1");
     const char *xst = getenv("OB_CUDA_XSTAGE");
     s->xstage = xst && !strcmp(xst, "1");
+    const char *pdl = getenv("OB_CUDA_PDL");
+    s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
     snprintf(s->name, sizeof s->name, "%s", p.name);
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {

@@ -179,6 +179,7 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
 /* Int8 activations for the int8 path: one block per row (cuda_q8.cuh, quant_row). */
 __global__ void __launch_bounds__(1024) k_quant_x(const float *__restrict__ x, int n_in, int8_t *__restrict__ xq, float2 *__restrict__ xs) {
     const size_t i = blockIdx.x;
+    cu_dep();
     quant_row(x + i * n_in, n_in, xq + i * n_in, xs + i * (n_in / 32));
 }
 
@@ -209,6 +210,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const size_t stride = gv_span((size_t)a.R * a.rb);
     const uint8_t *base0 = gv_stage(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
     const uint8_t *base1 = glu ? gv_stage(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+    cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
     /* int8 path with xstage: the activations' codes and scales come along (one token group) */
     const int8_t *xq = a.xq;
     const float2 *xs = a.xs;
@@ -288,8 +290,7 @@ template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a
         a.xstage = s->xstage && a.n <= NT && smem + xb <= GV_SMEM_MAX;
         if (a.xstage) smem += xb;
     }
-    k_gv<T, NT, RMAX><<<(unsigned)blocks, GV_THREADS, smem, s->stream>>>(a);
-    CU_LAUNCHED("matmul (staged)");
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
@@ -298,8 +299,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         float2 *xs;
         cu_xq_bufs(s, a.n, a.n_in, &q, &xs);
         if (s->xq_src != a.x || s->xq_n != a.n || s->xq_dim != a.n_in) {
-            k_quant_x<<<(unsigned)a.n, 1024, 0, s->stream>>>(a.x, a.n_in, q, xs);
-            CU_LAUNCHED("matmul (quantize activations)");
+            cu_launch(s, "matmul (quantize activations)", (unsigned)a.n, 1024, 0, k_quant_x, a.x, a.n_in, q, xs);
             cu_xq_tag(s, a.x, a.n, a.n_in);
         }
         a.xq = q;
@@ -339,6 +339,7 @@ static gv_job gv_job_of(const ob_weight *w, float *y) {
 template <int T, int NT, int ROWS, bool VEC>
 __global__ void __launch_bounds__(GV_THREADS) k_gemv(const gv_args a) {
     const gv_job &J = a.job[0];
+    cu_dep();
     const int r0 = blockIdx.x * ROWS, t0 = blockIdx.y * NT, tid = threadIdx.x;
     const int nr = J.n_out - r0 < ROWS ? J.n_out - r0 : ROWS, nt = a.n - t0 < NT ? a.n - t0 : NT;
     __shared__ float red[GV_THREADS / 32][ROWS * NT];
@@ -376,9 +377,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gemv(const gv_args a) {
 
 template <int T, int NT, int ROWS> static void fallback_launch(cu_state *s, const gv_args &a, bool vec) {
     dim3 grid((unsigned)((a.job[0].n_out + ROWS - 1) / ROWS), (unsigned)((a.n + NT - 1) / NT));
-    if (vec) k_gemv<T, NT, ROWS, true><<<grid, GV_THREADS, 0, s->stream>>>(a);
-    else if constexpr (cu_type<T>::block == 1) k_gemv<T, NT, ROWS, false><<<grid, GV_THREADS, 0, s->stream>>>(a);
-    CU_LAUNCHED("matmul (fallback)");
+    if (vec) cu_launch(s, "matmul (fallback)", grid, GV_THREADS, 0, k_gemv<T, NT, ROWS, true>, a);
+    else if constexpr (cu_type<T>::block == 1) cu_launch(s, "matmul (fallback)", grid, GV_THREADS, 0, k_gemv<T, NT, ROWS, false>, a);
 }
 
 template <int T> static void fallback_type(cu_state *s, const gv_args &a) {

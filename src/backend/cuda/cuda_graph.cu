@@ -111,6 +111,9 @@ int cu_graph_end(cu_state *s) {
     if (e == cudaSuccess && !s->cap_bad && graph) e = cudaGraphInstantiate(&g->exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
     if (e != cudaSuccess || s->cap_bad || !g->exec) {
+        if (e != cudaSuccess) /* not an expected refusal (scratch growth, an index array): say so once per key */
+            fprintf(stderr, "cuda backend: a decode step could not be recorded as a CUDA graph (error: %s); it runs eagerly\n",
+                    cudaGetErrorString(e));
         cudaGetLastError();
         if (g->exec) cudaGraphExecDestroy(g->exec);
         g->exec = NULL;

@@ -83,6 +83,7 @@ typedef struct {
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
     int attn_tile;         /* OB_CUDA_ATTN_TILES=1: the tiled prompt attention (cuda_attn.cu) */
     int xstage;            /* OB_CUDA_XSTAGE=1: the decode matmul stages the activation codes too (cuda_gemv.cu) */
+    int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
     int cap_bad;           /* something not recordable happened during the recording */
@@ -94,6 +95,37 @@ void cu_check(cudaError_t e, const char *what);
 void cu_check_blas(cublasStatus_t e, const char *what);
 /* Last launch's error. */
 #define CU_LAUNCHED(what) cu_check(cudaGetLastError(), what)
+
+/* Programmatic dependent launch (sm_90 and newer, s->pdl; OB_CUDA_PDL=0 turns it off): a kernel
+ * launched by cu_launch may be scheduled while the stream's previous kernel still runs, so that
+ * its launch and its prologue (k_gv: the weights' staging copies) overlap that kernel's tail.
+ * Hence every kernel of this backend calls cu_dep() in every thread before it reads or writes
+ * memory an earlier op may touch: it waits until the previous kernel has finished and its
+ * writes are visible (which, as that kernel waited for its own predecessor, orders it after
+ * every earlier op), then lets the next kernel be scheduled. Before the PDL machine (sm_80) both
+ * are no-ops and launches are ordered as usual. */
+__device__ __forceinline__ void cu_dep() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch. */
+template <typename... P, typename... A>
+static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 block, size_t smem, void (*k)(P...), A... args) {
+    cudaLaunchConfig_t c = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = s->stream;
+    c.attrs = at;
+    c.numAttrs = s->pdl ? 1 : 0;
+    cu_check(cudaLaunchKernelEx(&c, k, args...), what);
+}
 
 /* Device copy of host[n] (see cu_idx_slot). */
 const int32_t *cu_idx(cu_state *s, const int32_t *host, int n);

@@ -21,6 +21,7 @@
 /* ---- dequantize to f16 for the tensor-core path --------------------------------------- */
 
 template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t row_bytes, int64_t n_in, int64_t n_out, __half *out) {
+    cu_dep(); /* out may still be read by the previous product */
     const int64_t nch = n_in / 8, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nch * n_out) return;
     const int64_t r = i / nch, j = i % nch;
@@ -34,11 +35,12 @@ template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t
 
 template <int T> static void deq_f16(cu_state *s, const ob_weight *w, __half *out) {
     int64_t total = w->n_out * (w->n_in / 8);
-    k_deq_f16<T><<<(unsigned)((total + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, w->n_in, w->n_out, out);
-    CU_LAUNCHED("matmul (dequantize)");
+    cu_launch(s, "matmul (dequantize)", (unsigned)((total + 255) / 256), 256, 0, k_deq_f16<T>, (const uint8_t *)w->data, w->row_bytes,
+              (int64_t)w->n_in, (int64_t)w->n_out, out);
 }
 
 __global__ void k_to_16(const float *x, void *out, int64_t n, int bf) {
+    cu_dep();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (bf) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
@@ -49,6 +51,7 @@ __global__ void k_to_16(const float *x, void *out, int64_t n, int bf) {
 
 __global__ void k_lean_rotate(const float *x, float *out, int64_t n_blocks) {
     __shared__ float v[128];
+    cu_dep();
     const int64_t b = blockIdx.x;
     const int i = threadIdx.x;
     if (b >= n_blocks) return;
@@ -94,8 +97,7 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
     if (w->type != OB_TYPE_LEAN4) return x;
     size_t need = (size_t)n * (size_t)w->n_in;
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
-    k_lean_rotate<<<(unsigned)(need / 128), 128, 0, s->stream>>>(x, s->xrot, (int64_t)(need / 128));
-    CU_LAUNCHED("lean4 rotate");
+    cu_launch(s, "lean4 rotate", (unsigned)(need / 128), 128, 0, k_lean_rotate, x, s->xrot, (int64_t)(need / 128));
     if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* the codes were of xrot's previous contents */
     return s->xrot;
 }
@@ -113,8 +115,7 @@ static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, i
     const int bf = w->type == OB_TYPE_BF16;
     size_t nx = (size_t)n * (size_t)w->n_in;
     cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
-    k_to_16<<<(unsigned)((nx + 255) / 256), 256, 0, s->stream>>>(x, s->xconv, (int64_t)nx, bf);
-    CU_LAUNCHED("matmul (convert activations)");
+    cu_launch(s, "matmul (convert activations)", (unsigned)((nx + 255) / 256), 256, 0, k_to_16, x, s->xconv, (int64_t)nx, bf);
     const void *W = w->data;
     if (w->type != OB_TYPE_F16 && !bf) {
         cu_reserve(s, &s->wdeq, &s->wdeq_cap, (size_t)w->n_in * (size_t)w->n_out * 2);
@@ -165,6 +166,7 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* ---- embedding rows ------------------------------------------------------------------ */
 
 template <int T> __global__ void k_get_rows(const uint8_t *W, size_t row_bytes, int64_t n_in, const int32_t *ids, float *y, float scale) {
+    cu_dep();
     const int i = blockIdx.y;
     const uint8_t *row = W + (size_t)ids[i] * row_bytes;
     float *yi = y + (size_t)i * n_in;
@@ -183,12 +185,11 @@ template <int T> __global__ void k_get_rows(const uint8_t *W, size_t row_bytes, 
 
 void cu_get_rows(cu_state *s, const ob_weight *w, const int32_t *ids, int n, float *y) {
     dim3 grid((unsigned)((w->n_in + 255) / 256 < 64 ? (w->n_in + 255) / 256 : 64), (unsigned)n);
-#define ROWS(T) k_get_rows<T><<<grid, 256, 0, s->stream>>>((const uint8_t *)w->data, w->row_bytes, w->n_in, ids, y, w->scale)
+#define ROWS(T) cu_launch(s, "get_rows", grid, 256, 0, k_get_rows<T>, (const uint8_t *)w->data, w->row_bytes, (int64_t)w->n_in, ids, y, w->scale)
     CU_FOR_TYPE(w->type, ROWS)
 #undef ROWS
-    CU_LAUNCHED("get_rows");
     if (w->type == OB_TYPE_LEAN4) { /* rotation is its own inverse: back to the original rows */
-        k_lean_rotate<<<(unsigned)((size_t)n * w->n_in / 128), 128, 0, s->stream>>>(y, y, (int64_t)((size_t)n * w->n_in / 128));
-        CU_LAUNCHED("lean4 rotate");
+        cu_launch(s, "lean4 rotate", (unsigned)((size_t)n * w->n_in / 128), 128, 0, k_lean_rotate, (const float *)y, y,
+                  (int64_t)((size_t)n * w->n_in / 128));
     }
 }

@@ -20,6 +20,7 @@
  * quantizer launch of their own. Each step reads back what the previous one wrote: the same
  * arithmetic as the separate ops. */
 __global__ void __launch_bounds__(1024) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q, float2 *xs) {
+    cu_dep();
     const float *xi = x + (size_t)blockIdx.x * dim;
     float *yi = y + (size_t)blockIdx.x * dim;
     if (norm) {
@@ -53,8 +54,7 @@ static void rows_op(cu_state *s, const float *x, const float *w, float *y, int n
     int8_t *q = NULL;
     float2 *xs = NULL;
     if (n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs);
-    k_rows<<<(unsigned)n, th, 0, s->stream>>>(x, w, y, dim, eps, norm, aq, q, xs);
-    CU_LAUNCHED(aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm");
+    cu_launch(s, aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm", (unsigned)n, th, 0, k_rows, x, w, y, dim, eps, norm, aq, q, xs);
     cu_xq_tag(s, q ? y : NULL, n, dim);
 }
 
@@ -85,6 +85,7 @@ __device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *sr
 
 __global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                            const int32_t *seq, size_t row_bytes) {
+    cu_dep();
     const int i = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= dim) return; /* q8_0: dim is a multiple of 32, whole warps leave together */
     kv_store(cache + ((size_t)seq[i] * n_ctx + pos[i]) * row_bytes, type, x + (size_t)i * dim, e);
@@ -119,6 +120,7 @@ __device__ __forceinline__ void rope_row(float *x, int n_head, int head_dim, con
 /* One block per token: the angles once in shared memory, then every (head, pair). */
 __global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
     extern __shared__ float cs[]; /* [half] cos, then [half] sin */
+    cu_dep();
     rope_angles(cs, pos[blockIdx.x], r);
     __syncthreads();
     rope_row(x + (size_t)blockIdx.x * n_head * head_dim, n_head, head_dim, cs, r);
@@ -128,7 +130,8 @@ __global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, o
 __global__ void k_rope_kv(float *q, float *k, const float *v, ob_attn_args a, ob_rope r, size_t k_row, size_t v_row) {
     extern __shared__ float cs[];
     const int i = blockIdx.x, kvd = a.n_head_kv * a.head_dim;
-    rope_angles(cs, a.pos[i], r);
+    rope_angles(cs, a.pos[i], r); /* positions come from a copy ordered before the previous kernel */
+    cu_dep();
     __syncthreads();
     rope_row(q + (size_t)i * a.n_head * a.head_dim, a.n_head, a.head_dim, cs, r);
     rope_row(k + (size_t)i * kvd, a.n_head_kv, a.head_dim, cs, r);
@@ -143,39 +146,37 @@ __global__ void k_rope_kv(float *q, float *k, const float *v, ob_attn_args a, ob
 void cu_rope_kv(cu_state *s, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
     const int half = r->n_rot / 2, kvd = a->n_head_kv * a->head_dim;
     if (a->n <= 0) return;
-    k_rope_kv<<<(unsigned)a->n, 256, (size_t)2 * (half > 0 ? half : 1) * sizeof(float), s->stream>>>(
-        q, k, v, *a, *r, ob_type_row_size(a->type_k, kvd), ob_type_row_size(a->type_v, kvd));
-    CU_LAUNCHED("rope_kv");
+    cu_launch(s, "rope_kv", (unsigned)a->n, 256, (size_t)2 * (half > 0 ? half : 1) * sizeof(float), k_rope_kv, q, k, v, *a, *r,
+              ob_type_row_size(a->type_k, kvd), ob_type_row_size(a->type_v, kvd));
 }
 
 void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
     const int half = r->n_rot / 2;
     if (n <= 0 || half <= 0) return;
     const int work = n_head * half, th = work >= 256 ? 256 : work >= 128 ? 128 : 64;
-    k_rope<<<(unsigned)n, th, (size_t)2 * half * sizeof(float), s->stream>>>(x, n_head, head_dim, pos, *r);
-    CU_LAUNCHED("rope");
+    cu_launch(s, "rope", (unsigned)n, th, (size_t)2 * half * sizeof(float), k_rope, x, n_head, head_dim, pos, *r);
 }
 
 void cu_kv_write(cu_state *s, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                  const int32_t *seq) {
     if (n <= 0) return;
     dim3 grid((unsigned)((dim + 127) / 128), (unsigned)n);
-    k_kv_write<<<grid, 128, 0, s->stream>>>((uint8_t *)cache, type, x, n, dim, n_ctx, pos, seq, ob_type_row_size(type, dim));
-    CU_LAUNCHED("kv_write");
+    cu_launch(s, "kv_write", grid, 128, 0, k_kv_write, (uint8_t *)cache, type, x, n, dim, n_ctx, pos, seq, ob_type_row_size(type, dim));
 }
 
 __global__ void k_add(float *y, const float *x, size_t n) {
+    cu_dep();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] += x[i];
 }
 
 void cu_add(cu_state *s, float *y, const float *x, size_t n) {
     if (!n) return;
-    k_add<<<(unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(y, x, n);
-    CU_LAUNCHED("add");
+    cu_launch(s, "add", (unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, k_add, y, x, n);
 }
 
 __global__ void k_add_bias(float *y, const float *bias, size_t total, int dim) {
+    cu_dep();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total) y[i] += bias[i % dim];
 }
@@ -183,11 +184,11 @@ __global__ void k_add_bias(float *y, const float *bias, size_t total, int dim) {
 void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim) {
     size_t total = (size_t)n * dim;
     if (!total) return;
-    k_add_bias<<<(unsigned)((total + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(y, bias, total, dim);
-    CU_LAUNCHED("add_bias");
+    cu_launch(s, "add_bias", (unsigned)((total + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, k_add_bias, y, bias, total, dim);
 }
 
 __global__ void k_glu(int relu2, float *gate, const float *up, size_t n) {
+    cu_dep();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float g = gate[i];
@@ -203,6 +204,5 @@ __global__ void k_glu(int relu2, float *gate, const float *up, size_t n) {
 
 void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n) {
     if (!n) return;
-    k_glu<<<(unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, s->stream>>>(act == OB_ACT_RELU2, gate, up, n);
-    CU_LAUNCHED("glu");
+    cu_launch(s, "glu", (unsigned)((n + OPS_THREADS - 1) / OPS_THREADS), OPS_THREADS, 0, k_glu, (int)(act == OB_ACT_RELU2), gate, up, n);
 }
