@@ -5,8 +5,7 @@
 #   probe    tg128/pp512 with recorded steps (CUDA graphs) off and on (OB_CUDA_GRAPH=0/1)
 #   profile  per-op GPU times of decode (OB_CUDA_PROFILE=1, eager launches) on three models
 #   quick    tg128/pp512 of four files, the profile of two, then the variants off and on:
-#            OB_CUDA_PDL, OB_CUDA_XSTAGE (tg128), OB_CUDA_ATTN_TILES (pp512/pp4096) (LLAMA=0: no
-#            llama.cpp build)
+#            OB_CUDA_PDL (tg128), OB_CUDA_ATTN_TILES (pp512/pp4096) (LLAMA=0: no llama.cpp build)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -35,13 +34,12 @@ quick)
     waitfor bn-tq1_0.gguf
     ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/bn-tq2_0 /" | tee -a $OUT/quick.txt
     for f in l1b-Q4_0 bn-tq2_0; do OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -30 | tee $OUT/prof-$f.txt; done
-    # the variants, each off and on, twice alternating: programmatic dependent launch, staged
-    # activation codes (decode), tiled prompt attention (prompts)
+    # the variants, each off and on, twice alternating: programmatic dependent launch (decode),
+    # tiled prompt attention (prompts)
     ab() { # VAR model bench-args pattern
         for rep in 1 2; do for v in 0 1; do env $1=$v ./build/1bit bench -m $M/$2.gguf $3 -r 3 --device cuda 2>&1 |
             grep -E "$4|rror" | sed "s/^/$1=$v $2 /"; done; done; }
     { ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_PDL bn-tq2_0 "-p 0 -n 128" tg
-      ab OB_CUDA_XSTAGE l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_XSTAGE bn-tq2_0 "-p 0 -n 128" tg
       ab OB_CUDA_ATTN_TILES l1b-Q4_0 "-p 512,4096 -n 0" pp; } | tee $OUT/ab.txt ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }

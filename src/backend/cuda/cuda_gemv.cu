@@ -17,9 +17,8 @@
  *  - float path (every other type): threads take 8-element chunks, decode them with
  *    cuda_quant.cuh's deq8 and multiply in float32 with the float activations: the same
  *    function as the CPU reference up to summation order.
- * With OB_CUDA_XSTAGE=1 (off until measured on a GPU) the int8 path also stages the activation
- * codes and scales of a single token group with the rows, so that no step of a lane's loop waits
- * on L2 for them.
+ * (Staging the activation codes and scales with the rows as well was tried: 2-5% slower on the
+ * H200, docs/cuda.md.)
  * Each output's arithmetic depends neither on R nor on the token group, so a prompt of up to 32
  * tokens and token-by-token decoding agree, and the fused forms give the plain ops' bits. R is
  * picked per call from the row size (shared memory) and the row count (enough blocks).
@@ -59,7 +58,6 @@ struct gv_args {
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (k_quant_x) */
     const float2 *xs;
-    int xstage;       /* int8 path: codes and scales staged in shared memory with the rows */
 };
 
 /* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
@@ -131,14 +129,54 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
     gv_red<NT, RMAX>(acc, red);
 }
 
+/* Long rows (GV_SPLIT_SB sub-blocks or more) for the int8 path: every warp takes every staged
+ * row, warp w and lane l sub-blocks sb = 32 w + l, 32 w + l + 128, ...; red[warp][r * NT + t]
+ * gets the warp's part of each row (the epilogue adds the four in order). Which of the two
+ * layouts a row gets depends on its length only, so the sums do not depend on R either. */
+#define GV_SPLIT_SB 128
+template <int T, int NT, int RMAX>
+__device__ __forceinline__ void gv_rows_q8_split(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
+                                                 const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
+    float acc[RMAX][NT];
+#pragma unroll
+    for (int r = 0; r < RMAX; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < RMAX; r++) {
+        if (r >= rows) continue;
+        const uint8_t *rp = r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
+        for (int sb = 32 * warp + lane; sb < nsb; sb += GV_THREADS) {
+            q8w<T> W;
+            W.load(rp, sb);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < nt) {
+                    const int4 *xp = (const int4 *)(xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
+                    const int4 p = xp[0], q = xp[1];
+                    const int xw[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
+                    acc[r][t] += W.dot(xw, xs[(size_t)(t0 + t) * nsb + sb]);
+                }
+            }
+        }
+    }
+    gv_red<NT, RMAX>(acc, red);
+}
+
 /* Int8 path (cuda_q8.cuh): warp w owns staged rows w, w + 4, ...; its lanes take 32-element
  * sub-blocks sb = lane, lane + 32, ..., unpack each once and dot it with each token's codes.
- * red[warp][r * NT + t] gets the row's sum for the rows the warp owns and 0 for the others. */
+ * red[warp][r * NT + t] gets the row's sum for the rows the warp owns and 0 for the others.
+ * Rows of GV_SPLIT_SB sub-blocks or more take gv_rows_q8_split instead. */
 template <int T, int NT, int RMAX>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                            const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
     constexpr int RW = (RMAX + 3) / 4;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
+    if (nsb >= GV_SPLIT_SB) {
+        gv_rows_q8_split<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
+        return;
+    }
     float acc[RW][NT];
 #pragma unroll
     for (int rr = 0; rr < RW; rr++)
@@ -210,24 +248,15 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const size_t stride = gv_span((size_t)a.R * a.rb);
     const uint8_t *base0 = gv_stage(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
     const uint8_t *base1 = glu ? gv_stage(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
-    cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-    /* int8 path with xstage: the activations' codes and scales come along (one token group) */
-    const int8_t *xq = a.xq;
-    const float2 *xs = a.xs;
-    if (cu_q8_type(T) && a.xstage) {
-        uint8_t *xb = sm + (glu ? 2 : 1) * stride;
-        const size_t nc = (size_t)a.n * a.n_in, nsc = (size_t)a.n * (a.n_in / 32) * sizeof(float2);
-        xq = (const int8_t *)gv_stage(xb, (const uint8_t *)a.xq, nc);
-        xs = (const float2 *)gv_stage(xb + gv_span(nc), (const uint8_t *)a.xs, nsc);
-    }
     __pipeline_commit();
+    cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
     __pipeline_wait_prior(0);
     __syncthreads();
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -284,12 +313,7 @@ template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    if constexpr (cu_q8_type(T)) { /* OB_CUDA_XSTAGE=1: stage the codes too, when one token group fits */
-        const size_t nc = (size_t)a.n * a.n_in, xb = gv_span(nc) + gv_span(nc / 32 * sizeof(float2));
-        a.xstage = s->xstage && a.n <= NT && smem + xb <= GV_SMEM_MAX;
-        if (a.xstage) smem += xb;
-    }
+    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
     cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
 }
 

@@ -81,8 +81,7 @@ typedef struct {
     cu_graph graphs[CU_GRAPHS];
     uint64_t graph_tick;
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
-    int attn_tile;         /* OB_CUDA_ATTN_TILES=1: the tiled prompt attention (cuda_attn.cu) */
-    int xstage;            /* OB_CUDA_XSTAGE=1: the decode matmul stages the activation codes too (cuda_gemv.cu) */
+    int attn_tile;         /* the tiled prompt attention (cuda_attn.cu), unless OB_CUDA_ATTN_TILES=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
