@@ -34,6 +34,7 @@ quick)
     waitfor bn-tq1_0.gguf
     ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/bn-tq2_0 /" | tee -a $OUT/quick.txt
     for f in l1b-Q4_0 bn-tq2_0; do OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -30 | tee $OUT/prof-$f.txt; done
+    for p in 512 4096; do OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p $p -n 0 -r 1 --device cuda 2>&1 | head -24 > $OUT/prof-pp$p.txt; done
     # the variants, each off and on, twice alternating: programmatic dependent launch (decode),
     # tiled prompt attention (prompts)
     ab() { # VAR model bench-args pattern
