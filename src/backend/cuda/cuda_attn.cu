@@ -260,8 +260,138 @@ __global__ void __launch_bounds__(FT_THREADS) k_attn_tile(ob_attn_args a, size_t
 /* Shared memory of k_attn_tile for head size hd. */
 static size_t ft_smem(int hd) { return sizeof(float) * ((size_t)FT_Q * (hd + 1) + (size_t)FT_K * (hd + 1) + (size_t)FT_K * hd + FT_Q * (FT_K + 1)); }
 
+/* ---- prompts, register-blocked (OB_CUDA_ATTN_TILES=2) -------------------------------------
+ * One block of 256 threads per (query head, 64 consecutive tokens of one sequence); the cache is
+ * walked in tiles of 64 positions converted to float in shared memory. Thread (ty, tx) = (t / 16,
+ * t % 16) scores queries ty + 16 i against keys tx + 16 j (i, j < 4) with float4 loads along the
+ * head dimensions (16 products per 8 loads), keeps those four queries' online softmax (a query's
+ * 64 scores are spread over the 16 lanes of a half-warp: shuffles), writes its probabilities to
+ * shared memory, then accumulates the same four queries' outputs over dimensions 4 (tx + 16 m) ..
+ * + 3 (m < 2) from float4 rows of V. Float32 throughout, like the reference. */
+#define BT_Q 64
+#define BT_K 64
+#define BT_THREADS 256
+#define BT_MAXD 128
+
+__device__ __forceinline__ float dot4(float4 a, float4 b, float s) { return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, s)))); }
+
+__global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
+    extern __shared__ float4 bt4[];
+    cu_dep();
+    const int hd = a.head_dim, ld = hd + 4, h = blockIdx.x, i0 = blockIdx.y * BT_Q, nq = min(BT_Q, a.n - i0);
+    const int kh = h / (a.n_head / a.n_head_kv), t = threadIdx.x, tx = t & 15, ty = t >> 4;
+    float *Qs = (float *)bt4, *Ks = Qs + BT_Q * ld, *Vs = Ks + BT_K * ld, *Ps = Vs + BT_K * hd; /* Ps: [BT_Q][BT_K + 4] */
+    const int p_first = a.pos[i0], p_last = p_first + nq - 1;
+    const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i0] * a.n_ctx * krb + (size_t)kh * khb;
+    const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i0] * a.n_ctx * vrb + (size_t)kh * vhb;
+    for (int e = t; e < BT_Q * hd; e += BT_THREADS) {
+        const int r = e / hd, d = e % hd;
+        Qs[r * ld + d] = r < nq ? a.q[((size_t)(i0 + r) * a.n_head + h) * hd + d] * a.scale : 0.0f;
+    }
+    float o[4][8], m[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 8; c++) o[i][c] = 0.0f;
+    }
+    for (int k0 = 0; k0 <= p_last; k0 += BT_K) {
+        __syncthreads(); /* the previous tile's readers are done (and Qs is written) */
+        for (int e = t; e < BT_K * hd; e += BT_THREADS) {
+            const int r = e / hd, d = e % hd, p = k0 + r;
+            Ks[r * ld + d] = p <= p_last ? kv_elem(kb + (size_t)p * krb, a.type_k, d) : 0.0f;
+            Vs[r * hd + d] = p <= p_last ? kv_elem(vb + (size_t)p * vrb, a.type_v, d) : 0.0f;
+        }
+        __syncthreads();
+        float s[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) s[i][j] = 0.0f;
+        for (int d = 0; d < hd; d += 4) {
+            float4 qv[4], kv[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) qv[i] = *(const float4 *)&Qs[(ty + 16 * i) * ld + d];
+#pragma unroll
+            for (int j = 0; j < 4; j++) kv[j] = *(const float4 *)&Ks[(tx + 16 * j) * ld + d];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) s[i][j] = dot4(qv[i], kv[j], s[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int pq = p_first + ty + 16 * i;
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (k0 + tx + 16 * j > pq) s[i][j] = -INFINITY; /* after the query's own position */
+                tmax = fmaxf(tmax, s[i][j]);
+            }
+#pragma unroll
+            for (int x = 1; x < 16; x <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, x));
+            const float mn = fmaxf(m[i], tmax); /* finite: position 0 is in every query's first tile */
+            const float corr = __expf(m[i] - mn);
+            float psum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float p = s[i][j] == -INFINITY ? 0.0f : __expf(s[i][j] - mn);
+                Ps[(ty + 16 * i) * (BT_K + 4) + tx + 16 * j] = p;
+                psum += p;
+            }
+#pragma unroll
+            for (int x = 1; x < 16; x <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, x);
+            l[i] = l[i] * corr + psum;
+            m[i] = mn;
+#pragma unroll
+            for (int c = 0; c < 8; c++) o[i][c] *= corr;
+        }
+        __syncthreads(); /* every probability of the tile is in Ps */
+        for (int k = 0; k < BT_K; k += 4) {
+            float4 pv[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) pv[i] = *(const float4 *)&Ps[(ty + 16 * i) * (BT_K + 4) + k];
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+                for (int mm = 0; mm < 2; mm++) {
+                    const int d = 4 * (tx + 16 * mm);
+                    if (d >= hd) continue;
+                    const float4 v = *(const float4 *)&Vs[(k + kk) * hd + d];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float p = kk == 0 ? pv[i].x : kk == 1 ? pv[i].y : kk == 2 ? pv[i].z : pv[i].w;
+                        o[i][4 * mm + 0] = fmaf(p, v.x, o[i][4 * mm + 0]);
+                        o[i][4 * mm + 1] = fmaf(p, v.y, o[i][4 * mm + 1]);
+                        o[i][4 * mm + 2] = fmaf(p, v.z, o[i][4 * mm + 2]);
+                        o[i][4 * mm + 3] = fmaf(p, v.w, o[i][4 * mm + 3]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int r = ty + 16 * i;
+        if (r >= nq) continue;
+        float *out = a.out + ((size_t)(i0 + r) * a.n_head + h) * hd;
+        const float inv = l[i] > 0 ? 1.0f / l[i] : 0.0f;
+#pragma unroll
+        for (int mm = 0; mm < 2; mm++) {
+            const int d = 4 * (tx + 16 * mm);
+            if (d < hd) *(float4 *)&out[d] = make_float4(o[i][4 * mm] * inv, o[i][4 * mm + 1] * inv, o[i][4 * mm + 2] * inv, o[i][4 * mm + 3] * inv);
+        }
+    }
+}
+
+/* Shared memory of k_attn_blk for head size hd. */
+static size_t bt_smem(int hd) { return sizeof(float) * ((size_t)(BT_Q + BT_K) * (hd + 4) + (size_t)BT_K * hd + (size_t)BT_Q * (BT_K + 4)); }
+
 void cu_attention_tiles_init(cu_state *s) {
     cu_check(cudaFuncSetAttribute(k_attn_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ft_smem(FT_MAXD)),
+             "attention tiles (shared memory)");
+    cu_check(cudaFuncSetAttribute(k_attn_blk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bt_smem(BT_MAXD)),
              "attention tiles (shared memory)");
 }
 
@@ -272,6 +402,11 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
+    if (s->attn_tile == 2) {
+        dim3 grid((unsigned)a->n_head, (unsigned)((a->n + BT_Q - 1) / BT_Q));
+        cu_launch(s, "attention (blocked tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk, *a, krb, vrb, khb, vhb);
+        return 1;
+    }
     dim3 grid((unsigned)a->n_head, (unsigned)((a->n + FT_Q - 1) / FT_Q));
     cu_launch(s, "attention (tiles)", grid, FT_THREADS, ft_smem(a->head_dim), k_attn_tile, *a, krb, vrb, khb, vhb);
     return 1;
