@@ -6,7 +6,6 @@
 #   profile  per-op GPU times of decode (OB_CUDA_PROFILE=1, eager launches) on three models
 #   quick    tg128/pp512 of four files, the profile of two, then the variants off and on:
 #            OB_CUDA_PDL (tg128), OB_CUDA_ATTN_TILES (pp512/pp4096) (LLAMA=0: no llama.cpp build)
-#   attn     OB_CUDA_ATTN_TILES=2 (register-blocked prompt attention): golden tests, pp512/pp4096 against =1
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -43,10 +42,6 @@ quick)
     # tiled prompt attention (prompts)
     { ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_PDL bn-tq2_0 "-p 0 -n 128" tg
       ab OB_CUDA_ATTN_TILES l1b-Q4_0 "-p 512,4096 -n 0" pp; } | tee $OUT/ab.txt ;;
-attn) # the register-blocked prompt attention (OB_CUDA_ATTN_TILES=2): golden tests with it, then against the tiles
-    OB_CUDA_ATTN_TILES=2 ./build/test_unit cuda_golden 2>&1 | tail -2
-    ab OB_CUDA_ATTN_TILES l1b-Q4_0 "-p 512,4096 -n 0" pp "1 2" | tee $OUT/ab.txt
-    OB_CUDA_ATTN_TILES=2 OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 4096 -n 0 -r 1 --device cuda 2>&1 | head -8 ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512

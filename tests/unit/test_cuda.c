@@ -562,6 +562,7 @@ OB_SUITE(cuda_kernels) {
     for (int k = 0; k < 3; k++) {
         test_kv_attention(g, c, kv_types[k], 128, 200, 77, 1);
         test_kv_attention(g, c, kv_types[k], 32, 64, 64, 1); /* the whole context */
+        test_kv_attention(g, c, kv_types[k], 96, 700, 200, 1);
     }
     /* the split kernel on prompt chunks too (OB_CUDA_ATTN_TILES=0) */
     setenv("OB_CUDA_ATTN_TILES", "0", 1);
@@ -570,18 +571,6 @@ OB_SUITE(cuda_kernels) {
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);
-    /* the register-blocked tile kernel (OB_CUDA_ATTN_TILES=2): 64-query tiles, ragged ones too */
-    setenv("OB_CUDA_ATTN_TILES", "2", 1);
-    ob_backend *gb = gpu_new();
-    unsetenv("OB_CUDA_ATTN_TILES");
-    CHECK(gb != NULL);
-    for (int k = 0; gb && k < 3; k++) {
-        test_kv_attention(gb, c, kv_types[k], 64, 300, 100, 1);
-        test_kv_attention(gb, c, kv_types[k], 128, 200, 77, 1);
-        test_kv_attention(gb, c, kv_types[k], 32, 64, 64, 1);
-        test_kv_attention(gb, c, kv_types[k], 96, 700, 200, 1);
-    }
-    if (gb) gpu_free(gb);
     c->free(c);
     free(c);
     gpu_free(g);

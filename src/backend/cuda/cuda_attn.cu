@@ -11,9 +11,11 @@
  * (many tokens, each its own block) use one span; each token then cuts its own positions into
  * that many spans (at least AT_SPAN_MIN long) on the device. Cache rows of f32, f16 or q8_0 are
  * read directly (q8_0: lane d reads byte d % 32 of block d / 32).
- * Prompts (unless OB_CUDA_ATTN_TILES=0; 2.1x at 4096 tokens on the H200): k_attn_tile takes 32
- * consecutive tokens of one sequence per block and walks the cache in tiles of 32 positions held
- * in shared memory, so each K/V row is read once per 32 queries instead of once per query.
+ * Prompts (unless OB_CUDA_ATTN_TILES=0): k_attn_blk takes 64 consecutive tokens of one sequence
+ * per block and walks the cache in tiles of 64 positions held in shared memory, so each K/V row
+ * is read once per 64 queries instead of once per query, with 4x4 register tiles of scores and
+ * outputs per thread (H200, Llama-3.2-1B shape: pp4096 5.6k -> 28.5k tok/s against the split
+ * kernel, docs/cuda.md).
  * Does not own: writing the cache (cuda_ops.cu).
  */
 #include <cuda_fp16.h>
@@ -170,98 +172,9 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
     if (lane == 0) cnt[(size_t)i * a.n_head + h] = 0;
 }
 
-/* ---- prompts: query tiles against key tiles in shared memory --------------------------- */
-
-#define FT_Q 32      /* queries (consecutive tokens of one sequence) per block */
-#define FT_K 32      /* cache positions per tile */
-#define FT_THREADS 128
-#define FT_MAXD 128  /* head sizes up to this (and multiples of 4) */
-
-/* Causal attention of FT_Q consecutive tokens of one sequence (positions pos[i0] + q) for one
- * query head: the block loads the queries once, then walks the cache positions 0 ..
- * pos[i0 + FT_Q - 1] in tiles of FT_K rows converted to float in shared memory; thread (q, g)
- * (4 threads per query, one warp holds 8 queries) scores keys g, g + 4, ... of the tile, the four
- * share the row's online softmax through shuffles, and each accumulates head dimensions
- * g, g + 4, ... of the output. Rows padded by one float so the four rows or columns a warp reads
- * fall in different banks. */
-__global__ void __launch_bounds__(FT_THREADS) k_attn_tile(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
-    extern __shared__ float ft[];
-    cu_dep();
-    const int hd = a.head_dim, h = blockIdx.x, i0 = blockIdx.y * FT_Q, nq = min(FT_Q, a.n - i0);
-    const int kh = h / (a.n_head / a.n_head_kv), t = threadIdx.x, q = t >> 2, g = t & 3;
-    const int ldq = hd + 1, ldk = hd + 1;
-    float *Qs = ft, *Ks = Qs + FT_Q * ldq, *Vs = Ks + FT_K * ldk, *Ps = Vs + FT_K * hd; /* Ps: [FT_Q][FT_K + 1] */
-    const int p_first = a.pos[i0], p_last = p_first + nq - 1, pq = p_first + q;
-    const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i0] * a.n_ctx * krb + (size_t)kh * khb;
-    const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i0] * a.n_ctx * vrb + (size_t)kh * vhb;
-    for (int e = t; e < FT_Q * hd; e += FT_THREADS) {
-        const int r = e / hd, d = e % hd;
-        Qs[r * ldq + d] = r < nq ? a.q[((size_t)(i0 + r) * a.n_head + h) * hd + d] * a.scale : 0.0f;
-    }
-    float o[FT_MAXD / 4];
-#pragma unroll
-    for (int m = 0; m < FT_MAXD / 4; m++) o[m] = 0.0f;
-    float mrun = -INFINITY, lrun = 0.0f;
-    for (int k0 = 0; k0 <= p_last; k0 += FT_K) {
-        __syncthreads(); /* the previous tile's readers are done (and Qs is written) */
-        for (int e = t; e < FT_K * hd; e += FT_THREADS) {
-            const int r = e / hd, d = e % hd, p = k0 + r;
-            Ks[r * ldk + d] = p <= p_last ? kv_elem(kb + (size_t)p * krb, a.type_k, d) : 0.0f;
-            Vs[r * hd + d] = p <= p_last ? kv_elem(vb + (size_t)p * vrb, a.type_v, d) : 0.0f;
-        }
-        __syncthreads();
-        float sc[FT_K / 4];
-#pragma unroll
-        for (int j = 0; j < FT_K / 4; j++) sc[j] = 0.0f;
-        for (int d = 0; d < hd; d++) {
-            const float qd = Qs[q * ldq + d];
-#pragma unroll
-            for (int j = 0; j < FT_K / 4; j++) sc[j] = fmaf(qd, Ks[(g + 4 * j) * ldk + d], sc[j]);
-        }
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < FT_K / 4; j++) {
-            if (k0 + g + 4 * j > pq) sc[j] = -INFINITY; /* after the query's own position */
-            tmax = fmaxf(tmax, sc[j]);
-        }
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        const float mn = fmaxf(mrun, tmax); /* finite: position 0 is in every query's first tile */
-        const float corr = __expf(mrun - mn);
-        float psum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < FT_K / 4; j++) {
-            const float p = sc[j] == -INFINITY ? 0.0f : __expf(sc[j] - mn);
-            Ps[q * (FT_K + 1) + g + 4 * j] = p;
-            psum += p;
-        }
-        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
-        psum += __shfl_xor_sync(0xffffffffu, psum, 2);
-        lrun = lrun * corr + psum;
-        mrun = mn;
-        __syncwarp(); /* the query's row of Ps comes from the four lanes of its group */
-#pragma unroll
-        for (int m = 0; m < FT_MAXD / 4; m++) o[m] *= corr;
-        for (int k = 0; k < FT_K; k++) {
-            const float p = Ps[q * (FT_K + 1) + k];
-#pragma unroll
-            for (int m = 0; m < FT_MAXD / 4; m++)
-                if (g + 4 * m < hd) o[m] = fmaf(p, Vs[k * hd + g + 4 * m], o[m]);
-        }
-    }
-    if (q >= nq) return;
-    float *out = a.out + ((size_t)(i0 + q) * a.n_head + h) * hd;
-    const float inv = lrun > 0 ? 1.0f / lrun : 0.0f;
-#pragma unroll
-    for (int m = 0; m < FT_MAXD / 4; m++)
-        if (g + 4 * m < hd) out[g + 4 * m] = o[m] * inv;
-}
-
-/* Shared memory of k_attn_tile for head size hd. */
-static size_t ft_smem(int hd) { return sizeof(float) * ((size_t)FT_Q * (hd + 1) + (size_t)FT_K * (hd + 1) + (size_t)FT_K * hd + FT_Q * (FT_K + 1)); }
-
-/* ---- prompts, register-blocked (OB_CUDA_ATTN_TILES=2) -------------------------------------
- * One block of 256 threads per (query head, 64 consecutive tokens of one sequence); the cache is
+/* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
+ * For a batch that is one sequence's consecutive positions (a prompt chunk) of at least BT_Q
+ * tokens, head size up to BT_MAXD (unless OB_CUDA_ATTN_TILES=0). One block of 256 threads per (query head, 64 consecutive tokens of one sequence); the cache is
  * walked in tiles of 64 positions converted to float in shared memory. Thread (ty, tx) = (t / 16,
  * t % 16) scores queries ty + 16 i against keys tx + 16 j (i, j < 4) with float4 loads along the
  * head dimensions (16 products per 8 loads), keeps those four queries' online softmax (a query's
@@ -389,26 +302,19 @@ __global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t 
 static size_t bt_smem(int hd) { return sizeof(float) * ((size_t)(BT_Q + BT_K) * (hd + 4) + (size_t)BT_K * hd + (size_t)BT_Q * (BT_K + 4)); }
 
 void cu_attention_tiles_init(cu_state *s) {
-    cu_check(cudaFuncSetAttribute(k_attn_tile, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ft_smem(FT_MAXD)),
-             "attention tiles (shared memory)");
     cu_check(cudaFuncSetAttribute(k_attn_blk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bt_smem(BT_MAXD)),
              "attention tiles (shared memory)");
 }
 
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq) {
-    if (!s->attn_tile || a->n < 2 * FT_Q || a->head_dim > FT_MAXD || a->head_dim % 4) return 0;
+    if (!s->attn_tile || a->n < BT_Q || a->head_dim > BT_MAXD || a->head_dim % 4) return 0;
     for (int i = 1; i < a->n; i++) /* one sequence, consecutive positions: a prompt chunk */
         if (host_seq[i] != host_seq[0] || host_pos[i] != host_pos[0] + i) return 0;
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
-    if (s->attn_tile == 2) {
-        dim3 grid((unsigned)a->n_head, (unsigned)((a->n + BT_Q - 1) / BT_Q));
-        cu_launch(s, "attention (blocked tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk, *a, krb, vrb, khb, vhb);
-        return 1;
-    }
-    dim3 grid((unsigned)a->n_head, (unsigned)((a->n + FT_Q - 1) / FT_Q));
-    cu_launch(s, "attention (tiles)", grid, FT_THREADS, ft_smem(a->head_dim), k_attn_tile, *a, krb, vrb, khb, vhb);
+    dim3 grid((unsigned)a->n_head, (unsigned)((a->n + BT_Q - 1) / BT_Q));
+    cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk, *a, krb, vrb, khb, vhb);
     return 1;
 }
 

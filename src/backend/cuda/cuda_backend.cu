@@ -135,7 +135,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->sm_count = p.multiProcessorCount;
     const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
-    s->attn_tile = at && !strcmp(at, "0") ? 0 : at && !strcmp(at, "2") ? 2 : 1;
+    s->attn_tile = !(at && !strcmp(at, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
