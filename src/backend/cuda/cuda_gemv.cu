@@ -129,6 +129,24 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
     gv_red<NT, RMAX>(acc, red);
 }
 
+/* Int8 path, one 32-element sub-block sb of the staged row rp: unpacked once, dotted with each
+ * of the nt tokens' codes from t0 on (nsb sub-blocks per row), added to acc[t]. */
+template <int T, int NT>
+__device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, int sb, int nsb, int t0, int nt, const int8_t *xq,
+                                         const float2 *xs, float (&acc)[NT]) {
+    q8w<T> W;
+    W.load(rp, sb);
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t < nt) {
+            const int4 *xp = (const int4 *)(xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
+            const int4 p = xp[0], q = xp[1];
+            const int xw[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
+            acc[t] += W.dot(xw, xs[(size_t)(t0 + t) * nsb + sb]);
+        }
+    }
+}
+
 /* Long rows (GV_SPLIT_SB sub-blocks or more) for the int8 path: every warp takes every staged
  * row, warp w and lane l sub-blocks sb = 32 w + l, 32 w + l + 128, ...; red[warp][r * NT + t]
  * gets the warp's part of each row (the epilogue adds the four in order). Which of the two
@@ -147,19 +165,7 @@ __device__ __forceinline__ void gv_rows_q8_split(const gv_args &a, const uint8_t
     for (int r = 0; r < RMAX; r++) {
         if (r >= rows) continue;
         const uint8_t *rp = r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
-        for (int sb = 32 * warp + lane; sb < nsb; sb += GV_THREADS) {
-            q8w<T> W;
-            W.load(rp, sb);
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    const int4 *xp = (const int4 *)(xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
-                    const int4 p = xp[0], q = xp[1];
-                    const int xw[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
-                    acc[r][t] += W.dot(xw, xs[(size_t)(t0 + t) * nsb + sb]);
-                }
-            }
-        }
+        for (int sb = 32 * warp + lane; sb < nsb; sb += GV_THREADS) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc[r]);
     }
     gv_red<NT, RMAX>(acc, red);
 }
@@ -187,19 +193,7 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
         const int r = warp + 4 * rr;
         if (r >= rows) continue;
         const uint8_t *rp = r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
-        for (int sb = lane; sb < nsb; sb += 32) {
-            q8w<T> W;
-            W.load(rp, sb);
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    const int4 *xp = (const int4 *)(xq + (size_t)(t0 + t) * a.n_in) + 2 * sb;
-                    const int4 p = xp[0], q = xp[1];
-                    const int xw[8] = {p.x, p.y, p.z, p.w, q.x, q.y, q.z, q.w};
-                    acc[rr][t] += W.dot(xw, xs[(size_t)(t0 + t) * nsb + sb]);
-                }
-            }
-        }
+        for (int sb = lane; sb < nsb; sb += 32) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc[rr]);
     }
 #pragma unroll
     for (int rr = 0; rr < RW; rr++)
