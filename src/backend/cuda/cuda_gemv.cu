@@ -74,6 +74,11 @@ __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *
     return dst + (a - a0);
 }
 
+/* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
+__device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int r) {
+    return r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
+}
+
 /* Each thread's partial sums acc[r][t], summed over its warp into red[warp][r * NT + t]. */
 template <int NT, int RMAX> __device__ __forceinline__ void gv_red(float (&acc)[RMAX][NT], float (*red)[RMAX * NT]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -115,7 +120,7 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
         for (int r = 0; r < RMAX; r++) {
             if (r < rows) {
                 float v[8];
-                deq8<T>(r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb, c, v);
+                deq8<T>(gv_row(a, base0, base1, nr, r), c, v);
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     float s = 0.0f;
@@ -164,7 +169,7 @@ __device__ __forceinline__ void gv_rows_q8_split(const gv_args &a, const uint8_t
 #pragma unroll
     for (int r = 0; r < RMAX; r++) {
         if (r >= rows) continue;
-        const uint8_t *rp = r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
+        const uint8_t *rp = gv_row(a, base0, base1, nr, r);
         for (int sb = 32 * warp + lane; sb < nsb; sb += GV_THREADS) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc[r]);
     }
     gv_red<NT, RMAX>(acc, red);
@@ -192,7 +197,7 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
     for (int rr = 0; rr < RW; rr++) {
         const int r = warp + 4 * rr;
         if (r >= rows) continue;
-        const uint8_t *rp = r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
+        const uint8_t *rp = gv_row(a, base0, base1, nr, r);
         for (int sb = lane; sb < nsb; sb += 32) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc[rr]);
     }
 #pragma unroll
