@@ -571,6 +571,19 @@ OB_SUITE(cuda_kernels) {
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);
+    /* the tiled kernel's 16-byte f16 tile loads (OB_CUDA_ATTN_VEC=1), and the other cache types
+     * on the same backend keeping the element loads */
+    setenv("OB_CUDA_ATTN_VEC", "1", 1);
+    ob_backend *gv = gpu_new();
+    unsetenv("OB_CUDA_ATTN_VEC");
+    CHECK(gv != NULL);
+    for (int k = 0; gv && k < 3; k++) {
+        test_kv_attention(gv, c, kv_types[k], 64, 300, 100, 1);
+        test_kv_attention(gv, c, kv_types[k], 128, 200, 77, 1);
+        test_kv_attention(gv, c, kv_types[k], 32, 64, 64, 1);
+        test_kv_attention(gv, c, kv_types[k], 96, 700, 200, 1);
+    }
+    if (gv) gpu_free(gv);
     c->free(c);
     free(c);
     gpu_free(g);

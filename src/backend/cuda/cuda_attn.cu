@@ -188,6 +188,52 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
 
 __device__ __forceinline__ float dot4(float4 a, float4 b, float s) { return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, fmaf(a.x, b.x, s)))); }
 
+/* Eight halves of one 16-byte word to floats at dst (16-byte aligned). */
+__device__ __forceinline__ void bt_h8(float *dst, uint4 w) {
+    const __half2 *h = (const __half2 *)&w;
+    const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+    *(float4 *)dst = make_float4(f0.x, f0.y, f1.x, f1.y);
+    *(float4 *)(dst + 4) = make_float4(f2.x, f2.y, f3.x, f3.y);
+}
+
+/* The K and V rows of positions k0 .. k0 + BT_K - 1 (zeros past p_last) into Ks [BT_K][ld] and
+ * Vs [BT_K][hd] as floats. F16V (f16 caches, hd a multiple of 8, OB_CUDA_ATTN_VEC=1): 16-byte
+ * loads, all of a thread's issued before any is converted; else element by element (kv_elem). */
+template <bool F16V>
+__device__ __forceinline__ void bt_tile(const ob_attn_args &a, const uint8_t *kb, const uint8_t *vb, size_t krb, size_t vrb, int k0, int p_last,
+                                        float *Ks, float *Vs, int ld) {
+    const int hd = a.head_dim, t = threadIdx.x;
+    if constexpr (F16V) {
+        constexpr int NW = BT_K * BT_MAXD / 8 / BT_THREADS; /* 16-byte words per thread and cache, at most */
+        const int hv = hd / 8;
+        uint4 kw[NW], vw[NW];
+#pragma unroll
+        for (int u = 0; u < NW; u++) {
+            const int e = t + u * BT_THREADS, r = e / hv, c = e % hv, p = k0 + r;
+            kw[u] = vw[u] = make_uint4(0, 0, 0, 0);
+            if (e < BT_K * hv && p <= p_last) {
+                kw[u] = *(const uint4 *)(kb + (size_t)p * krb + 16 * c);
+                vw[u] = *(const uint4 *)(vb + (size_t)p * vrb + 16 * c);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < NW; u++) {
+            const int e = t + u * BT_THREADS, r = e / hv, c = e % hv;
+            if (e < BT_K * hv) {
+                bt_h8(Ks + r * ld + 8 * c, kw[u]);
+                bt_h8(Vs + r * hd + 8 * c, vw[u]);
+            }
+        }
+    } else {
+        for (int e = t; e < BT_K * hd; e += BT_THREADS) {
+            const int r = e / hd, d = e % hd, p = k0 + r;
+            Ks[r * ld + d] = p <= p_last ? kv_elem(kb + (size_t)p * krb, a.type_k, d) : 0.0f;
+            Vs[r * hd + d] = p <= p_last ? kv_elem(vb + (size_t)p * vrb, a.type_v, d) : 0.0f;
+        }
+    }
+}
+
+template <bool F16V>
 __global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
     extern __shared__ float4 bt4[];
     cu_dep();
@@ -211,11 +257,7 @@ __global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t 
     }
     for (int k0 = 0; k0 <= p_last; k0 += BT_K) {
         __syncthreads(); /* the previous tile's readers are done (and Qs is written) */
-        for (int e = t; e < BT_K * hd; e += BT_THREADS) {
-            const int r = e / hd, d = e % hd, p = k0 + r;
-            Ks[r * ld + d] = p <= p_last ? kv_elem(kb + (size_t)p * krb, a.type_k, d) : 0.0f;
-            Vs[r * hd + d] = p <= p_last ? kv_elem(vb + (size_t)p * vrb, a.type_v, d) : 0.0f;
-        }
+        bt_tile<F16V>(a, kb, vb, krb, vrb, k0, p_last, Ks, Vs, ld);
         __syncthreads();
         float s[4][4];
 #pragma unroll
@@ -302,7 +344,9 @@ __global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t 
 static size_t bt_smem(int hd) { return sizeof(float) * ((size_t)(BT_Q + BT_K) * (hd + 4) + (size_t)BT_K * hd + (size_t)BT_Q * (BT_K + 4)); }
 
 void cu_attention_tiles_init(cu_state *s) {
-    cu_check(cudaFuncSetAttribute(k_attn_blk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bt_smem(BT_MAXD)),
+    cu_check(cudaFuncSetAttribute(k_attn_blk<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bt_smem(BT_MAXD)),
+             "attention tiles (shared memory)");
+    cu_check(cudaFuncSetAttribute(k_attn_blk<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bt_smem(BT_MAXD)),
              "attention tiles (shared memory)");
 }
 
@@ -314,7 +358,10 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     dim3 grid((unsigned)a->n_head, (unsigned)((a->n + BT_Q - 1) / BT_Q));
-    cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk, *a, krb, vrb, khb, vhb);
+    if (s->attn_vec && a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 && a->head_dim % 8 == 0)
+        cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk<true>, *a, krb, vrb, khb, vhb);
+    else
+        cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk<false>, *a, krb, vrb, khb, vhb);
     return 1;
 }
 

@@ -136,6 +136,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
     s->attn_tile = !(at && !strcmp(at, "0"));
+    const char *av = getenv("OB_CUDA_ATTN_VEC");
+    s->attn_vec = av && !strcmp(av, "1");
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
