@@ -133,6 +133,12 @@ struct ob_backend {
     void (*rope_kv)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
     /* rmsnorm, then act_quant_i8 on y (BitNet's projections' inputs). */
     void (*rmsnorm_act_quant)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
+
+    /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
+     * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when
+     * out of memory; host_free takes what host_alloc returned (or NULL). */
+    void *(*host_alloc)(ob_backend *b, size_t size);
+    void (*host_free)(ob_backend *b, void *p);
 };
 
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with

@@ -64,6 +64,13 @@ const char *ob_kv_type_name(int kv_type) {
 }
 
 static void *balloc(ob_ctx_t *c, size_t bytes) { return c->be->alloc(c->be, bytes); }
+/* Host buffers that download() fills every step (the logits): the backend's fastest kind when it
+ * has one (CUDA: pinned), else plain heap memory. */
+static float *host_new(ob_ctx_t *c, size_t bytes) { return c->be->host_alloc ? c->be->host_alloc(c->be, bytes) : malloc(bytes); }
+static void host_free(ob_ctx_t *c, void *p) {
+    if (p && c->be->host_alloc) c->be->host_free(c->be, p);
+    else free(p);
+}
 
 void ob_ctx_free(ob_ctx_t *c) {
     if (!c) return;
@@ -79,7 +86,7 @@ void ob_ctx_free(ob_ctx_t *c) {
     free(c->seq_len);
     free(c->seq0);
     free(c->out_rows);
-    free(c->logits);
+    host_free(c, c->logits);
     free(c->obs_buf);
     free(c->embd);
     if (c->dlogits) be->dealloc(be, c->dlogits);
@@ -139,7 +146,7 @@ int ob_ctx_new(ob_model_t *m, const ob_ctx_params *p, ob_ctx_t **out, char *err,
         c->out_rows = calloc(nb, sizeof(int32_t));
         c->cap_out = c->n_seq < c->n_batch ? c->n_seq : c->n_batch;
         c->chunk_out = c->cap_out;
-        c->logits = malloc((size_t)c->cap_out * hp->n_vocab * sizeof(float));
+        c->logits = host_new(c, (size_t)c->cap_out * hp->n_vocab * sizeof(float));
         c->dlogits = balloc(c, (size_t)c->chunk_out * hp->n_vocab * sizeof(float));
         ok = c->dlogits && c->x && c->h && c->q && c->k && c->v && c->att && c->gate && c->up && c->seq_len && c->seq0 &&
              c->out_rows && c->logits;
@@ -391,9 +398,11 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
         return 0;
     }
     if (n_out > c->cap_out) {
-        /* Grows once to the largest request seen (e.g. perplexity asks for every row). */
-        float *nl = realloc(c->logits, (size_t)n_out * hp->n_vocab * sizeof(float));
+        /* Grows once to the largest request seen (e.g. perplexity asks for every row); the old
+         * rows need not survive: every row is written below. */
+        float *nl = host_new(c, (size_t)n_out * hp->n_vocab * sizeof(float));
         if (!nl) return ERR("decode: out of memory for %d rows of logits", n_out);
+        host_free(c, c->logits);
         c->logits = nl;
         c->cap_out = n_out;
     }

@@ -604,6 +604,12 @@ static void test_graphs(void) {
         if (d > 1e-5 || ob_test_verbose) fprintf(stderr, "  cuda graphs vs eager: max|diff| %.3g over %d steps\n", d, 2 * steps);
         CHECK(d <= 1e-5);
     }
+    /* page-locked logits buffers (OB_CUDA_PINNED=1) give the same logits */
+    int nv2 = 0;
+    float *pinned = ob_test_decode_two(out, "cuda", "OB_CUDA_PINNED", "1", steps, &nv2);
+    CHECK(pinned != NULL && nv2 == nv1);
+    if (pinned && graph && nv2 == nv1) CHECK(max_abs_diff(pinned, graph, (size_t)2 * (steps + 1) * nv1) == 0.0);
+    free(pinned);
     free(eager);
     free(graph);
     remove(out);

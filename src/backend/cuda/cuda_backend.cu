@@ -136,6 +136,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
     s->attn_tile = !(at && !strcmp(at, "0"));
+    const char *pin = getenv("OB_CUDA_PINNED");
+    s->pinned = pin && !strcmp(pin, "1");
     const char *av = getenv("OB_CUDA_ATTN_VEC");
     s->attn_vec = av && !strcmp(av, "1");
     const char *pdl = getenv("OB_CUDA_PDL");
@@ -218,6 +220,27 @@ static void cu_download(ob_backend *b, void *host, const void *dev, size_t size)
     cu_state *s = st(b);
     cu_check(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s->stream), "download");
     cu_check(cudaStreamSynchronize(s->stream), "download");
+}
+
+/* With OB_CUDA_PINNED=1 (not yet measured), the engine's per-step download buffers (logits) are
+ * page-locked, so that the copy runs at full bus speed without a staging copy; else (or when the
+ * pinned allocation fails) plain heap memory. */
+static void *cu_host_alloc(ob_backend *b, size_t size) {
+    void *p = NULL;
+    if (st(b)->pinned && cudaMallocHost(&p, size) == cudaSuccess) return p;
+    cudaGetLastError();
+    return malloc(size);
+}
+
+static void cu_host_free(ob_backend *b, void *p) {
+    if (!p) return;
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost) {
+        cudaFreeHost(p);
+        return;
+    }
+    cudaGetLastError();
+    free(p);
 }
 
 static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }
@@ -419,5 +442,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->matmul_glu = cu_op_matmul_glu;
     b->rope_kv = cu_op_rope_kv;
     b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
+    b->host_alloc = cu_host_alloc;
+    b->host_free = cu_host_free;
     return b;
 }

@@ -83,6 +83,7 @@ typedef struct {
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
     int attn_tile;         /* the tiled prompt attention (cuda_attn.cu), unless OB_CUDA_ATTN_TILES=0 */
     int attn_vec;          /* OB_CUDA_ATTN_VEC=1: its f16 K/V tiles by 16-byte loads (not yet measured) */
+    int pinned;            /* OB_CUDA_PINNED=1: the engine's logits buffers page-locked (cuda_backend.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
