@@ -484,6 +484,8 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
 
 /* prompt: the n tokens are one sequence's last n positions (a prompt chunk), else random
  * positions of random sequences */
+static double attn_tol = 2e-5; /* max |diff| against the CPU reference (the tensor-core kernel: f16 Q and P) */
+
 static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, int n_ctx, int n, int prompt) {
     const int n_head = 8, n_head_kv = 2, n_seq = 2, kvd = n_head_kv * hd;
     size_t rb = ob_type_row_size(type, kvd), cache_bytes = (size_t)n_seq * n_ctx * rb;
@@ -525,7 +527,7 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     g->attention(g, &ag);
     char what[96];
     snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d%s", ob_type_name(type), hd, n_ctx, n, prompt ? " prompt" : "");
-    cmp_dev(g, dout, out, qn, 2e-5, what);
+    cmp_dev(g, dout, out, qn, attn_tol, what);
     g->dealloc(g, dq);
     g->dealloc(g, dout);
     g->dealloc(g, dk);
@@ -584,6 +586,23 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gv, c, kv_types[k], 96, 700, 200, 1);
     }
     if (gv) gpu_free(gv);
+    /* the tensor-core prompt kernel (OB_CUDA_ATTN_TILES=mma): f16 caches, head sizes 64 and 128,
+     * ragged query blocks and tiles; other shapes and types on the same backend fall back */
+    setenv("OB_CUDA_ATTN_TILES", "mma", 1);
+    ob_backend *gm = gpu_new();
+    unsetenv("OB_CUDA_ATTN_TILES");
+    CHECK(gm != NULL);
+    if (gm) {
+        attn_tol = 5e-3;
+        test_kv_attention(gm, c, OB_TYPE_F16, 64, 300, 100, 1);
+        test_kv_attention(gm, c, OB_TYPE_F16, 128, 200, 77, 1);
+        test_kv_attention(gm, c, OB_TYPE_F16, 64, 64, 64, 1);
+        test_kv_attention(gm, c, OB_TYPE_F16, 128, 700, 200, 1);
+        attn_tol = 2e-5;
+        test_kv_attention(gm, c, OB_TYPE_F16, 96, 300, 100, 1);
+        test_kv_attention(gm, c, OB_TYPE_Q8_0, 64, 300, 100, 1);
+        gpu_free(gm);
+    }
     c->free(c);
     free(c);
     gpu_free(g);

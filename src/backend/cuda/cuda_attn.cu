@@ -357,6 +357,7 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
+    if (s->attn_tile == 2 && cu_attention_mma(s, a, krb, vrb, khb, vhb)) return 1;
     dim3 grid((unsigned)a->n_head, (unsigned)((a->n + BT_Q - 1) / BT_Q));
     if (s->attn_vec && a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 && a->head_dim % 8 == 0)
         cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk<true>, *a, krb, vrb, khb, vhb);

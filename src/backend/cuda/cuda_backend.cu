@@ -135,7 +135,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->sm_count = p.multiProcessorCount;
     const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
-    s->attn_tile = !(at && !strcmp(at, "0"));
+    s->attn_tile = !at ? 1 : !strcmp(at, "0") ? 0 : !strcmp(at, "mma") ? 2 : 1;
     const char *pin = getenv("OB_CUDA_PINNED");
     s->pinned = pin && !strcmp(pin, "1");
     const char *av = getenv("OB_CUDA_ATTN_VEC");

@@ -81,7 +81,8 @@ typedef struct {
     cu_graph graphs[CU_GRAPHS];
     uint64_t graph_tick;
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
-    int attn_tile;         /* the tiled prompt attention (cuda_attn.cu), unless OB_CUDA_ATTN_TILES=0 */
+    int attn_tile;         /* the tiled prompt attention (cuda_attn.cu), unless OB_CUDA_ATTN_TILES=0; 2: =mma, the
+                            * tensor-core kernel where it applies (cuda_attn_mma.cu; not yet measured) */
     int attn_vec;          /* OB_CUDA_ATTN_VEC=1: its f16 K/V tiles by 16-byte loads (not yet measured) */
     int pinned;            /* OB_CUDA_PINNED=1: the engine's logits buffers page-locked (cuda_backend.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
@@ -185,6 +186,9 @@ void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y,
  * without launching anything when the batch does not suit it */
 void cu_attention(cu_state *s, const ob_attn_args *a);
 void cu_attention_tiles_init(cu_state *s);
+/* cuda_attn_mma.cu: the tensor-core prompt kernel for f16 caches and head size 64 or 128 (0: not
+ * launched, the batch does not suit it); krb..vhb as cu_attention computes them */
+int cu_attention_mma(cu_state *s, const ob_attn_args *a, size_t krb, size_t vrb, size_t khb, size_t vhb);
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
 
 #endif
