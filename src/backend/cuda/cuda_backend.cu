@@ -234,8 +234,8 @@ static void *cu_host_alloc(ob_backend *b, size_t size) {
 
 static void cu_host_free(ob_backend *b, void *p) {
     if (!p) return;
-    cudaPointerAttributes at;
-    if (cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost) {
+    cudaPointerAttributes at; /* page-locked, or heap memory after a failed pinned allocation */
+    if (st(b)->pinned && cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost) {
         cudaFreeHost(p);
         return;
     }
