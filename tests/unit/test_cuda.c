@@ -61,6 +61,14 @@ static ob_backend *gpu_new(void) {
     return b;
 }
 
+/* A second GPU backend created with env var = val (the backend reads its options at init). */
+static ob_backend *gpu_new_with(const char *var, const char *val) {
+    setenv(var, val, 1);
+    ob_backend *b = gpu_new();
+    unsetenv(var);
+    return b;
+}
+
 static void gpu_free(ob_backend *b) {
     b->free(b);
     free(b);
@@ -567,17 +575,13 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(g, c, kv_types[k], 96, 700, 200, 1);
     }
     /* the split kernel on prompt chunks too (OB_CUDA_ATTN_TILES=0) */
-    setenv("OB_CUDA_ATTN_TILES", "0", 1);
-    ob_backend *gs = gpu_new();
-    unsetenv("OB_CUDA_ATTN_TILES");
+    ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);
     /* the tiled kernel's 16-byte f16 tile loads (OB_CUDA_ATTN_VEC=1), and the other cache types
      * on the same backend keeping the element loads */
-    setenv("OB_CUDA_ATTN_VEC", "1", 1);
-    ob_backend *gv = gpu_new();
-    unsetenv("OB_CUDA_ATTN_VEC");
+    ob_backend *gv = gpu_new_with("OB_CUDA_ATTN_VEC", "1");
     CHECK(gv != NULL);
     for (int k = 0; gv && k < 3; k++) {
         test_kv_attention(gv, c, kv_types[k], 64, 300, 100, 1);
@@ -588,9 +592,7 @@ OB_SUITE(cuda_kernels) {
     if (gv) gpu_free(gv);
     /* the tensor-core prompt kernel (OB_CUDA_ATTN_TILES=mma): f16 caches, head sizes 64 and 128,
      * ragged query blocks and tiles; other shapes and types on the same backend fall back */
-    setenv("OB_CUDA_ATTN_TILES", "mma", 1);
-    ob_backend *gm = gpu_new();
-    unsetenv("OB_CUDA_ATTN_TILES");
+    ob_backend *gm = gpu_new_with("OB_CUDA_ATTN_TILES", "mma");
     CHECK(gm != NULL);
     if (gm) {
         attn_tol = 5e-3;
