@@ -6,7 +6,8 @@
 #   profile  per-op GPU times of decode (OB_CUDA_PROFILE=1, eager launches) on three models
 #   quick    tg128/pp512 of four files, the profile of two, then the variants off and on:
 #            OB_CUDA_PDL and OB_CUDA_PINNED (tg128), OB_CUDA_ATTN_TILES (0 / 1 / mma) and
-#            OB_CUDA_ATTN_VEC (pp512/pp4096) (LLAMA=0: no llama.cpp build)
+#            OB_CUDA_ATTN_VEC (pp512/pp4096), and Nsight Compute's kernel times of decode
+#            (LLAMA=0: no llama.cpp build)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -43,7 +44,13 @@ quick)
     # tiled prompt attention (prompts)
     { ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_PDL bn-tq2_0 "-p 0 -n 128" tg; ab OB_CUDA_PINNED l1b-Q4_0 "-p 0 -n 128" tg
       ab OB_CUDA_ATTN_TILES l1b-Q4_0 "-p 512,4096 -n 0" pp; ab OB_CUDA_ATTN_VEC l1b-Q4_0 "-p 512,4096 -n 0" pp
-      ab OB_CUDA_ATTN_TILES l1b-Q4_0 "-p 512,4096 -n 0" pp "1 mma"; ab OB_CUDA_ATTN_TILES bn-tq2_0 "-p 512,4096 -n 0" pp "0 1 mma"; } | tee $OUT/ab.txt ;;
+      ab OB_CUDA_ATTN_TILES l1b-Q4_0 "-p 512,4096 -n 0" pp "1 mma"; ab OB_CUDA_ATTN_TILES bn-tq2_0 "-p 512,4096 -n 0" pp "0 1 mma"; } | tee $OUT/ab.txt
+    # each kernel's own time (Nsight Compute serializes them: no overlap) for one decode token
+    # of each model, recorded steps as in use: skip the warm-up and the first tokens
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+    for f in l1b-Q4_0 bn-tq2_0; do timeout 150 $NCU --clock-control none --csv --launch-skip 1200 --launch-count 320 \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum ./build/1bit bench -m $M/$f.gguf -p 0 -n 16 -r 1 \
+        --device cuda > $OUT/ncu-$f.csv 2>$OUT/ncu-$f.err; done ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512

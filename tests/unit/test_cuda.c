@@ -564,47 +564,34 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(g, c, kv_types[k], 64, 300, 3, 0);
         test_kv_attention(g, c, kv_types[k], 128, 3000, 1, 0); /* decode of a long context: split spans */
         test_kv_attention(g, c, kv_types[k], 32, 200, 40, 0);
-        test_kv_attention(g, c, kv_types[k], 64, 300, 100, 1);
     }
     test_kv_attention(g, c, OB_TYPE_F32, 16, 50, 6, 0);
-    /* the tiled prompt kernel (the default) on prompt chunks, ragged tiles included; decode
-     * batches keep the split kernel */
+    /* prompt chunks (ragged tiles included) on the default backend: f16 caches of head size 64 or
+     * 128 take the tensor-core kernel (f16 Q and P: 5e-3), the rest the float32 tiled kernel
+     * (f16 caches by 16-byte tile loads); decode batches keep the split kernel */
     for (int k = 0; k < 3; k++) {
+        attn_tol = kv_types[k] == OB_TYPE_F16 ? 5e-3 : 2e-5;
+        test_kv_attention(g, c, kv_types[k], 64, 300, 100, 1);
         test_kv_attention(g, c, kv_types[k], 128, 200, 77, 1);
-        test_kv_attention(g, c, kv_types[k], 32, 64, 64, 1); /* the whole context */
+        test_kv_attention(g, c, kv_types[k], 64, 64, 64, 1); /* the whole context */
+        test_kv_attention(g, c, kv_types[k], 128, 700, 200, 1);
+        attn_tol = 2e-5;
+        test_kv_attention(g, c, kv_types[k], 32, 64, 64, 1);
         test_kv_attention(g, c, kv_types[k], 96, 700, 200, 1);
     }
-    /* the split kernel on prompt chunks too (OB_CUDA_ATTN_TILES=0) */
+    /* the float32 tiled kernel for every shape (OB_CUDA_ATTN_TILES=f32), and the split kernel on
+     * prompt chunks too (OB_CUDA_ATTN_TILES=0) */
+    ob_backend *gf = gpu_new_with("OB_CUDA_ATTN_TILES", "f32");
+    CHECK(gf != NULL);
+    for (int k = 0; gf && k < 3; k++) {
+        test_kv_attention(gf, c, kv_types[k], 64, 300, 100, 1);
+        test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
+    }
+    if (gf) gpu_free(gf);
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);
-    /* the tiled kernel's 16-byte f16 tile loads (OB_CUDA_ATTN_VEC=1), and the other cache types
-     * on the same backend keeping the element loads */
-    ob_backend *gv = gpu_new_with("OB_CUDA_ATTN_VEC", "1");
-    CHECK(gv != NULL);
-    for (int k = 0; gv && k < 3; k++) {
-        test_kv_attention(gv, c, kv_types[k], 64, 300, 100, 1);
-        test_kv_attention(gv, c, kv_types[k], 128, 200, 77, 1);
-        test_kv_attention(gv, c, kv_types[k], 32, 64, 64, 1);
-        test_kv_attention(gv, c, kv_types[k], 96, 700, 200, 1);
-    }
-    if (gv) gpu_free(gv);
-    /* the tensor-core prompt kernel (OB_CUDA_ATTN_TILES=mma): f16 caches, head sizes 64 and 128,
-     * ragged query blocks and tiles; other shapes and types on the same backend fall back */
-    ob_backend *gm = gpu_new_with("OB_CUDA_ATTN_TILES", "mma");
-    CHECK(gm != NULL);
-    if (gm) {
-        attn_tol = 5e-3;
-        test_kv_attention(gm, c, OB_TYPE_F16, 64, 300, 100, 1);
-        test_kv_attention(gm, c, OB_TYPE_F16, 128, 200, 77, 1);
-        test_kv_attention(gm, c, OB_TYPE_F16, 64, 64, 64, 1);
-        test_kv_attention(gm, c, OB_TYPE_F16, 128, 700, 200, 1);
-        attn_tol = 2e-5;
-        test_kv_attention(gm, c, OB_TYPE_F16, 96, 300, 100, 1);
-        test_kv_attention(gm, c, OB_TYPE_Q8_0, 64, 300, 100, 1);
-        gpu_free(gm);
-    }
     c->free(c);
     free(c);
     gpu_free(g);
@@ -625,12 +612,12 @@ static void test_graphs(void) {
         if (d > 1e-5 || ob_test_verbose) fprintf(stderr, "  cuda graphs vs eager: max|diff| %.3g over %d steps\n", d, 2 * steps);
         CHECK(d <= 1e-5);
     }
-    /* page-locked logits buffers (OB_CUDA_PINNED=1) give the same logits */
+    /* heap logits buffers (OB_CUDA_PINNED=0) give the same logits as the page-locked default */
     int nv2 = 0;
-    float *pinned = ob_test_decode_two(out, "cuda", "OB_CUDA_PINNED", "1", steps, &nv2);
-    CHECK(pinned != NULL && nv2 == nv1);
-    if (pinned && graph && nv2 == nv1) CHECK(max_abs_diff(pinned, graph, (size_t)2 * (steps + 1) * nv1) == 0.0);
-    free(pinned);
+    float *heap = ob_test_decode_two(out, "cuda", "OB_CUDA_PINNED", "0", steps, &nv2);
+    CHECK(heap != NULL && nv2 == nv1);
+    if (heap && graph && nv2 == nv1) CHECK(max_abs_diff(heap, graph, (size_t)2 * (steps + 1) * nv1) == 0.0);
+    free(heap);
     free(eager);
     free(graph);
     remove(out);

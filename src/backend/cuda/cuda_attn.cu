@@ -11,11 +11,13 @@
  * (many tokens, each its own block) use one span; each token then cuts its own positions into
  * that many spans (at least AT_SPAN_MIN long) on the device. Cache rows of f32, f16 or q8_0 are
  * read directly (q8_0: lane d reads byte d % 32 of block d / 32).
- * Prompts (unless OB_CUDA_ATTN_TILES=0): k_attn_blk takes 64 consecutive tokens of one sequence
- * per block and walks the cache in tiles of 64 positions held in shared memory, so each K/V row
- * is read once per 64 queries instead of once per query, with 4x4 register tiles of scores and
- * outputs per thread (H200, Llama-3.2-1B shape: pp4096 5.6k -> 28.5k tok/s against the split
- * kernel, docs/cuda.md).
+ * Prompts (unless OB_CUDA_ATTN_TILES=0): f16 caches with head size 64 or 128 go to the tensor
+ * cores (cuda_attn_mma.cu) unless OB_CUDA_ATTN_TILES=f32; the rest take k_attn_blk: 64
+ * consecutive tokens of one sequence per block, the cache walked in tiles of 64 positions held in
+ * shared memory, so each K/V row is read once per 64 queries instead of once per query, with 4x4
+ * register tiles of scores and outputs per thread, float32 like the reference (H200,
+ * Llama-3.2-1B shape: pp4096 5.6k -> 41.9k tok/s against the split kernel; the tensor-core
+ * kernel 65.9k; docs/cuda.md).
  * Does not own: writing the cache (cuda_ops.cu).
  */
 #include <cuda_fp16.h>
@@ -174,7 +176,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
  * For a batch that is one sequence's consecutive positions (a prompt chunk) of at least BT_Q
- * tokens, head size up to BT_MAXD (unless OB_CUDA_ATTN_TILES=0). One block of 256 threads per (query head, 64 consecutive tokens of one sequence); the cache is
+ * tokens, head size up to BT_MAXD that the tensor-core kernel does not take. One block of 256 threads per (query head, 64 consecutive tokens of one sequence); the cache is
  * walked in tiles of 64 positions converted to float in shared memory. Thread (ty, tx) = (t / 16,
  * t % 16) scores queries ty + 16 i against keys tx + 16 j (i, j < 4) with float4 loads along the
  * head dimensions (16 products per 8 loads), keeps those four queries' online softmax (a query's
@@ -197,8 +199,9 @@ __device__ __forceinline__ void bt_h8(float *dst, uint4 w) {
 }
 
 /* The K and V rows of positions k0 .. k0 + BT_K - 1 (zeros past p_last) into Ks [BT_K][ld] and
- * Vs [BT_K][hd] as floats. F16V (f16 caches, hd a multiple of 8, OB_CUDA_ATTN_VEC=1): 16-byte
- * loads, all of a thread's issued before any is converted; else element by element (kv_elem). */
+ * Vs [BT_K][hd] as floats. F16V (f16 caches, hd a multiple of 8): 16-byte loads, all of a
+ * thread's issued before any is converted (pp4096 of Llama-3.2-1B 28.2k -> 41.9k tok/s against
+ * one 2-byte load per element); else element by element (kv_elem). */
 template <bool F16V>
 __device__ __forceinline__ void bt_tile(const ob_attn_args &a, const uint8_t *kb, const uint8_t *vb, size_t krb, size_t vrb, int k0, int p_last,
                                         float *Ks, float *Vs, int ld) {
@@ -359,7 +362,7 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     if (s->attn_tile == 2 && cu_attention_mma(s, a, krb, vrb, khb, vhb)) return 1;
     dim3 grid((unsigned)a->n_head, (unsigned)((a->n + BT_Q - 1) / BT_Q));
-    if (s->attn_vec && a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 && a->head_dim % 8 == 0)
+    if (a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 && a->head_dim % 8 == 0)
         cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk<true>, *a, krb, vrb, khb, vhb);
     else
         cu_launch(s, "attention (tiles)", grid, BT_THREADS, bt_smem(a->head_dim), k_attn_blk<false>, *a, krb, vrb, khb, vhb);

@@ -1,4 +1,5 @@
-/* cuda_attn_mma.cu — prompt attention on the tensor cores (opt-in: OB_CUDA_ATTN_TILES=mma).
+/* cuda_attn_mma.cu — prompt attention on the tensor cores (the default for f16 caches of head
+ * size 64 or 128; OB_CUDA_ATTN_TILES=f32 keeps the float32 kernel).
  *
  * Owns: k_attn_mma, for a prompt chunk (one sequence's consecutive positions, as
  * cu_attention_tiles checks) over f16 K/V caches with head size 64 or 128. One block of 4 warps

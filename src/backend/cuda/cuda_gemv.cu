@@ -11,7 +11,7 @@
  * memory, looping over token groups (up to NT tokens each) so that a batch reads the weights
  * from memory once:
  *  - int8 path (cu_q8_type: every block type but mxfp4; cuda_q8.cuh): the activations are
- *    quantized to int8 per row as the CPU's integer kernels do (k_quant_x, or the RMSNorm that
+ *    quantized to int8 per row as the CPU's integer kernels do (cu_quant_rows, or the RMSNorm that
  *    produced them), each warp takes rows and its lanes 32-element sub-blocks, and __dp4a
  *    makes exact integer sums; float scales after. The same function as the CPU's fast path.
  *  - float path (every other type): threads take 8-element chunks, decode them with
@@ -56,7 +56,7 @@ struct gv_args {
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
     const float *x;   /* [n][n_in] */
-    const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (k_quant_x) */
+    const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
 };
 
@@ -213,13 +213,6 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
             for (int t = 0; t < NT; t++) red[warp][r * NT + t] = (r & 3) == warp && r < rows ? acc[r >> 2][t] : 0.0f;
 }
 
-/* Int8 activations for the int8 path: one block per row (cuda_q8.cuh, quant_row). */
-__global__ void __launch_bounds__(1024) k_quant_x(const float *__restrict__ x, int n_in, int8_t *__restrict__ xq, float2 *__restrict__ xs) {
-    const size_t i = blockIdx.x;
-    cu_dep();
-    quant_row(x + i * n_in, n_in, xq + i * n_in, xs + i * (n_in / 32));
-}
-
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
     const size_t need = nc + nb * sizeof(float2) + 16; /* + 16: staging copies whole 16-byte words */
@@ -322,7 +315,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         float2 *xs;
         cu_xq_bufs(s, a.n, a.n_in, &q, &xs);
         if (s->xq_src != a.x || s->xq_n != a.n || s->xq_dim != a.n_in) {
-            cu_launch(s, "matmul (quantize activations)", (unsigned)a.n, 1024, 0, k_quant_x, a.x, a.n_in, q, xs);
+            cu_quant_rows(s, a.x, a.n, a.n_in, q, xs);
             cu_xq_tag(s, a.x, a.n, a.n_in);
         }
         a.xq = q;

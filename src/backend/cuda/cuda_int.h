@@ -81,10 +81,11 @@ typedef struct {
     cu_graph graphs[CU_GRAPHS];
     uint64_t graph_tick;
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
-    int attn_tile;         /* the tiled prompt attention (cuda_attn.cu), unless OB_CUDA_ATTN_TILES=0; 2: =mma, the
-                            * tensor-core kernel where it applies (cuda_attn_mma.cu; not yet measured) */
-    int attn_vec;          /* OB_CUDA_ATTN_VEC=1: its f16 K/V tiles by 16-byte loads (not yet measured) */
-    int pinned;            /* OB_CUDA_PINNED=1: the engine's logits buffers page-locked (cuda_backend.cu) */
+    int attn_tile;         /* prompt attention: 2 the tensor-core kernel where it applies (cuda_attn_mma.cu), else the
+                            * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
+                            * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
+    int row_one_block;     /* OB_CUDA_ROW_SLICES=0: each row op's row on one block (A/B of cuda_ops.cu's slices) */
+    int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
@@ -165,6 +166,9 @@ void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y,
 /* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
+/* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
+ * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
+void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n);
 

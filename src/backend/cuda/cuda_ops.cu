@@ -14,12 +14,67 @@
 
 #define OPS_THREADS 256
 
-/* One block per row of dim: with norm, y = x / sqrt(mean(x^2) + eps) * w (w may be NULL), else
- * y is x (in place); with aq, then BitNet's act_quant_i8 on y in place; with q, then the row's
- * codes for the int8 matmul path (quant_row), so that the projections reading y need no
- * quantizer launch of their own. Each step reads back what the previous one wrote: the same
+/* The row ops on row x[dim] into y (y may be x; NULL: codes only): with norm, y = x / sqrt(mean(x^2)
+ * + eps) * w (w may be NULL); with aq, then BitNet's act_quant_i8 on y; with q, then y's codes for
+ * the int8 matmul path (quant_regs), so that the projections reading y need no quantizer of their
+ * own. The block holds the whole row in registers (thread t: elements t + k * blockDim, k < PER)
+ * and computes every statistic over the whole row, but writes only y's and the codes' elements in
+ * [lo, hi): decode-sized batches spread a row's writes over several blocks (one SM alone spent 5-10
+ * us on a row's codes), while every block's arithmetic, and so every value, stays that of one
+ * block doing the whole row. Each step takes the values the previous one wrote: the same
  * arithmetic as the separate ops. */
-__global__ void __launch_bounds__(1024) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q, float2 *xs) {
+template <int PER>
+__device__ __forceinline__ void rows_regs(const float *xi, const float *w, float *yi, int dim, float eps, int norm, int aq, int8_t *qi,
+                                          float2 *xsi, int lo, int hi) {
+    const int bd = blockDim.x, t = threadIdx.x;
+    float v[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) v[k] = t + k * bd < dim ? xi[t + k * bd] : 0.0f;
+    if (norm) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PER; k++) ss = fmaf(v[k], v[k], ss);
+        ss = block_reduce<false>(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+#pragma unroll
+        for (int k = 0; k < PER; k++)
+            if (t + k * bd < dim) v[k] = v[k] * inv * (w ? w[t + k * bd] : 1.0f);
+    }
+    if (aq) {
+        float mx = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PER; k++) mx = fmaxf(mx, fabsf(v[k]));
+        mx = block_reduce<true>(mx);
+        if (mx < 1e-5f) mx = 1e-5f;
+        const float sc = (1.0f / mx) * 127.0f;
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const float c = fminf(fmaxf(rintf(v[k] * sc), -128.0f), 127.0f);
+            v[k] = c / sc; /* zeros past dim stay zeros */
+        }
+    }
+    if (yi && (norm || aq))
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int e = t + k * bd;
+            if (e >= lo && e < hi) yi[e] = v[k];
+        }
+    if (qi) quant_regs<PER>(v, dim, lo, hi, qi, xsi);
+}
+
+/* Row blockIdx.x, its elements [blockIdx.y * slice, + slice). */
+template <int PER, int TH>
+__global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
+                                               float2 *xs, int slice) {
+    cu_dep();
+    const size_t i = blockIdx.x;
+    const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
+    rows_regs<PER>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL, q ? xs + i * (dim / 32) : NULL, lo, hi);
+}
+
+/* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
+ * loops over the row in memory. */
+__global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq) {
     cu_dep();
     const float *xi = x + (size_t)blockIdx.x * dim;
     float *yi = y + (size_t)blockIdx.x * dim;
@@ -37,25 +92,56 @@ __global__ void __launch_bounds__(1024) k_rows(const float *x, const float *w, f
         mx = block_reduce<true>(mx);
         if (mx < 1e-5f) mx = 1e-5f;
         const float sc = (1.0f / mx) * 127.0f;
-        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
-            float c = rintf(yi[k] * sc);
-            c = fminf(fmaxf(c, -128.0f), 127.0f);
-            yi[k] = c / sc;
-        }
-        __syncthreads();
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) yi[k] = fminf(fmaxf(rintf(yi[k] * sc), -128.0f), 127.0f) / sc;
     }
-    if (q) quant_row(yi, dim, q + (size_t)blockIdx.x * dim, xs + (size_t)blockIdx.x * (dim / 32));
 }
 
-/* The row ops above for n rows: codes too when a decode-sized batch can use them. */
-static void rows_op(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq) {
+/* The row ops above for n rows of dim; q / xs: the codes too (dim a multiple of 32, at most
+ * CU_QROW_MAX). Blocks of 256 threads up to 8192 values a row, else 1024 (the same for every call
+ * of a row size, so equal rows give equal bits whichever op asked); a decode-sized batch whose y is
+ * not x (blocks would overwrite rows others still read) spreads each row over about 2 blocks per
+ * SM in all. */
+static void rows_launch(cu_state *s, const char *what, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq,
+                        int8_t *q, float2 *xs) {
     if (n <= 0) return;
-    const int th = dim >= 1024 ? 1024 : dim >= 256 ? 256 : 64;
+    const int th = dim <= 256 * 32 ? 256 : 1024, per = (dim + th - 1) / th;
+    if (per > 32) {
+        cu_launch(s, what, (unsigned)n, 1024, 0, k_rows_long, x, w, y, dim, eps, norm, aq);
+        return;
+    }
+    int ns = 1;
+    if (y != x && n <= CU_GEMV_MAX && !s->row_one_block) {
+        ns = (2 * s->sm_count + n - 1) / n;
+        if (ns > dim / 256) ns = dim / 256;
+        if (ns < 1) ns = 1;
+    }
+    int slice = (dim + ns - 1) / ns;
+    slice = (slice + 31) & ~31;
+    ns = (dim + slice - 1) / slice;
+    const dim3 grid((unsigned)n, (unsigned)ns);
+#define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice)
+    if (th == 1024 && per <= 16) ROWS_K(16, 1024);
+    else if (th == 1024) ROWS_K(32, 1024);
+    else if (per <= 1) ROWS_K(1, 256);
+    else if (per <= 2) ROWS_K(2, 256);
+    else if (per <= 4) ROWS_K(4, 256);
+    else if (per <= 8) ROWS_K(8, 256);
+    else if (per <= 16) ROWS_K(16, 256);
+    else ROWS_K(32, 256);
+#undef ROWS_K
+}
+
+/* The row ops for n rows: codes too when a decode-sized batch can use them. */
+static void rows_op(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq) {
     int8_t *q = NULL;
     float2 *xs = NULL;
-    if (n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs);
-    cu_launch(s, aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm", (unsigned)n, th, 0, k_rows, x, w, y, dim, eps, norm, aq, q, xs);
+    if (n > 0 && n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs);
+    rows_launch(s, aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm", x, w, y, n, dim, eps, norm, aq, q, xs);
     cu_xq_tag(s, q ? y : NULL, n, dim);
+}
+
+void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs) {
+    rows_launch(s, "matmul (quantize activations)", x, NULL, NULL, n, dim, 0.0f, 0, 0, q, xs);
 }
 
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) { rows_op(s, x, w, y, n, dim, eps, 1, 0); }

@@ -6,8 +6,8 @@
  * contribution against the activations' codes xw (eight words) and xs = (d, d * sum of codes)
  * with __dp4a: an exact integer sum, then float scales, the same decomposition as the CPU's
  * integer kernels (docs/cpu.md): sum w x = dw * (dx * sum(q c)) - offset * (dx * sum c).
- * quant_row gives the activations their codes, as the CPU's quantizer does (k_quant_x in
- * cuda_gemv.cu, or the RMSNorm kernel right after it normalizes a row).
+ * quant_regs gives the activations their codes, as the CPU's quantizer does (the row kernel of
+ * cuda_ops.cu: after an RMSNorm / act_quant_i8 of the row, or alone before a matmul).
  * Does not own: the staged matmul that calls these (cuda_gemv.cu), the float decoders
  * (cuda_quant.cuh, which the other types use).
  */
@@ -85,22 +85,21 @@ template <bool MAX> __device__ float block_reduce(float v) {
     return v;
 }
 
-/* One row of activations x[n_in] (n_in a multiple of 32) to int8, by the whole block (blockDim a
- * multiple of 32), exactly as the CPU's quantizer (backend/cpu/kernels_scalar.c, quant_row): a
- * row whose values all lie within 1e-3 of the grid of d = max|x| / 127 keeps that one scale (the
- * codes of BitNet's act_quant_i8 come back exactly); any other row gets d = max|block| / 127 per
- * 32-element block. Codes are rint(x / d) as rint(x * (1 / d)), clamped to [-127, 127]; each
- * block's (d, d * sum of codes) goes to xs. Thread t holds elements t + k * blockDim (k < PER)
- * in registers: one read of the row, and each warp holds whole 32-element blocks. */
-template <int PER> __device__ __forceinline__ void quant_row_r(const float *x, int n_in, int8_t *q, float2 *xs) {
+/* The codes of one row of activations (n_in a multiple of 32) held in registers by the whole
+ * block (blockDim a multiple of 32): thread t holds elements t + k * blockDim (k < PER) in v,
+ * zeros past n_in, so each warp holds whole 32-element blocks. Exactly the CPU's quantizer
+ * (backend/cpu/kernels_scalar.c, quant_row): a row whose values all lie within 1e-3 of the grid
+ * of d = max|x| / 127 keeps that one scale (the codes of BitNet's act_quant_i8 come back
+ * exactly); any other row gets d = max|block| / 127 per 32-element block. Codes are rint(x / d)
+ * as rint(x * (1 / d)), clamped to [-127, 127]; each block's (d, d * sum of codes) goes to xs.
+ * Every block of a launch may hold the same row: the row's statistics are the whole row's, and
+ * only the 32-element blocks in [lo, hi) (multiples of 32) are written, so that several blocks
+ * share one row's writes. */
+template <int PER> __device__ __forceinline__ void quant_regs(const float (&v)[PER], int n_in, int lo, int hi, int8_t *q, float2 *xs) {
     const int bd = blockDim.x, lane = threadIdx.x & 31;
-    float v[PER], amax = 0.0f;
+    float amax = 0.0f;
 #pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const int e = threadIdx.x + k * bd;
-        v[k] = e < n_in ? x[e] : 0.0f;
-        amax = fmaxf(amax, fabsf(v[k]));
-    }
+    for (int k = 0; k < PER; k++) amax = fmaxf(amax, fabsf(v[k]));
     amax = block_reduce<true>(amax);
     const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
     float off = 0.0f; /* 1 where a value is off the row's grid */
@@ -113,33 +112,19 @@ template <int PER> __device__ __forceinline__ void quant_row_r(const float *x, i
     const bool row_mode = amax > 0.0f && off == 0.0f;
 #pragma unroll
     for (int k = 0; k < PER; k++) {
-        const int e = threadIdx.x + k * bd;
-        if (e - lane >= n_in) break; /* the same for the whole warp: n_in and bd are multiples of 32 */
+        const int e = threadIdx.x + k * bd, e0 = e - lane; /* e0: the warp's block, the same for all its lanes */
+        if (e0 >= hi || e0 >= n_in) break;
+        if (e0 < lo) continue;
         float d = dr, id = idr;
-        if (!row_mode) {
-            float bmax = fabsf(v[k]);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) bmax = fmaxf(bmax, __shfl_xor_sync(0xffffffffu, bmax, o));
-            d = bmax / 127.0f;
+        if (!row_mode) { /* the block's max |x|: the bits of non-negative floats order as the values */
+            d = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v[k])))) / 127.0f;
             id = d != 0.0f ? 1.0f / d : 0.0f;
         }
         const float c = fminf(fmaxf(rintf(v[k] * id), -127.0f), 127.0f);
         q[e] = (int8_t)c;
-        int sum = (int)c;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const int sum = __reduce_add_sync(0xffffffffu, (int)c);
         if (lane == 0) xs[e >> 5] = make_float2(d, d * (float)sum);
     }
-}
-
-__device__ __forceinline__ void quant_row(const float *x, int n_in, int8_t *q, float2 *xs) {
-    const int per = (n_in + (int)blockDim.x - 1) / (int)blockDim.x;
-    if (per <= 2) quant_row_r<2>(x, n_in, q, xs);
-    else if (per <= 4) quant_row_r<4>(x, n_in, q, xs);
-    else if (per <= 8) quant_row_r<8>(x, n_in, q, xs);
-    else if (per <= 16) quant_row_r<16>(x, n_in, q, xs);
-    else if (per <= 32) quant_row_r<32>(x, n_in, q, xs);
-    else __trap(); /* callers keep rows to 32 per thread (CU_QROW_MAX) */
 }
 
 /* N words from p, which is 2-byte aligned (shared memory; may read 4 bytes past the last word). */
