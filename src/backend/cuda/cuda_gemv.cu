@@ -34,7 +34,7 @@
 #include "backend/cuda/cuda_q8.cuh"
 
 #define GV_THREADS 128
-#define GV_SMEM 16384      /* staged bytes per block R is picked for */
+#define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
 
@@ -79,18 +79,22 @@ __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const uint8_t
     return r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
 }
 
-/* Each thread's partial sums acc[r][t], summed over its warp into red[warp][r * NT + t]. */
-template <int NT, int RMAX> __device__ __forceinline__ void gv_red(float (&acc)[RMAX][NT], float (*red)[RMAX * NT]) {
+/* The lanes' sums acc[t] of row r summed over the warp into red[warp][r * NT + t]. */
+template <int NT, int RMAX> __device__ __forceinline__ void gv_red_row(float (&acc)[NT], float (*red)[RMAX * NT], int r) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int r = 0; r < RMAX; r++)
+    for (int t = 0; t < NT; t++) {
+        float v = acc[t];
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            float v = acc[r][t];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) red[warp][r * NT + t] = v;
+    }
+}
+
+/* Each thread's partial sums acc[r][t], summed over its warp into red[warp][r * NT + t]. */
+template <int NT, int RMAX> __device__ __forceinline__ void gv_red(float (&acc)[RMAX][NT], float (*red)[RMAX * NT]) {
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0) red[warp][r * NT + t] = v;
-        }
+    for (int r = 0; r < RMAX; r++) gv_red_row<NT, RMAX>(acc[r], red, r);
 }
 
 /* Float path: each thread takes 8-element chunks c = tid, tid + 128, ... of every staged row,
@@ -152,65 +156,35 @@ __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, in
     }
 }
 
-/* Long rows (GV_SPLIT_SB sub-blocks or more) for the int8 path: every warp takes every staged
- * row, warp w and lane l sub-blocks sb = 32 w + l, 32 w + l + 128, ...; red[warp][r * NT + t]
- * gets the warp's part of each row (the epilogue adds the four in order). Which of the two
- * layouts a row gets depends on its length only, so the sums do not depend on R either. */
+/* Int8 path (cuda_q8.cuh), one row at a time (the row loop is not unrolled: registers do not grow
+ * with the rows a block stages). Rows shorter than GV_SPLIT_SB sub-blocks: warp w owns staged rows
+ * w, w + 4, ..., its lanes take sub-blocks sb = lane, lane + 32, ..., unpack each once and dot it
+ * with each token's codes; red[warp][r * NT + t] gets the row's sum for the rows the warp owns and
+ * 0 for the others. Longer rows: every warp takes every row, warp w and lane l sub-blocks
+ * sb = 32 w + l, 32 w + l + 128, ... (a block's rows are rarely a multiple of four for long rows,
+ * which left a warp idle); red gets each warp's part (the epilogue adds the four in order). Which
+ * layout a row gets depends on its length only, so the sums do not depend on R either. */
 #define GV_SPLIT_SB 128
-template <int T, int NT, int RMAX>
-__device__ __forceinline__ void gv_rows_q8_split(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
-                                                 const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
-    float acc[RMAX][NT];
-#pragma unroll
-    for (int r = 0; r < RMAX; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < RMAX; r++) {
-        if (r >= rows) continue;
-        const uint8_t *rp = gv_row(a, base0, base1, nr, r);
-        for (int sb = 32 * warp + lane; sb < nsb; sb += GV_THREADS) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc[r]);
-    }
-    gv_red<NT, RMAX>(acc, red);
-}
-
-/* Int8 path (cuda_q8.cuh): warp w owns staged rows w, w + 4, ...; its lanes take 32-element
- * sub-blocks sb = lane, lane + 32, ..., unpack each once and dot it with each token's codes.
- * red[warp][r * NT + t] gets the row's sum for the rows the warp owns and 0 for the others.
- * Rows of GV_SPLIT_SB sub-blocks or more take gv_rows_q8_split instead. */
 template <int T, int NT, int RMAX>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                            const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
-    constexpr int RW = (RMAX + 3) / 4;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
-    if (nsb >= GV_SPLIT_SB) {
-        gv_rows_q8_split<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
-        return;
-    }
-    float acc[RW][NT];
-#pragma unroll
-    for (int rr = 0; rr < RW; rr++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) acc[rr][t] = 0.0f;
-#pragma unroll
-    for (int rr = 0; rr < RW; rr++) {
-        const int r = warp + 4 * rr;
-        if (r >= rows) continue;
+    const bool split = nsb >= GV_SPLIT_SB;
+    const int first = split ? 0 : warp, step = split ? 1 : 4, sb0 = split ? 32 * warp + lane : lane, sbs = split ? GV_THREADS : 32;
+#pragma unroll 1
+    for (int r = first; r < rows; r += step) {
         const uint8_t *rp = gv_row(a, base0, base1, nr, r);
-        for (int sb = lane; sb < nsb; sb += 32) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc[rr]);
+        float acc[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+        for (int sb = sb0; sb < nsb; sb += sbs) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc);
+        gv_red_row<NT, RMAX>(acc, red, r);
     }
+    if (!split && lane == 0)
+        for (int r = 0; r < rows; r++)
+            if ((r & 3) != warp)
 #pragma unroll
-    for (int rr = 0; rr < RW; rr++)
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc[rr][t] += __shfl_xor_sync(0xffffffffu, acc[rr][t], o);
-    if (lane == 0)
-#pragma unroll
-        for (int r = 0; r < RMAX; r++)
-#pragma unroll
-            for (int t = 0; t < NT; t++) red[warp][r * NT + t] = (r & 3) == warp && r < rows ? acc[r >> 2][t] : 0.0f;
+                for (int t = 0; t < NT; t++) red[warp][r * NT + t] = 0.0f;
 }
 
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
@@ -281,10 +255,32 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     }
 }
 
-/* Rows per block for weights of row_bytes (per staged weight: 2 for GLU) and rows in all. */
-static int gv_rows(const cu_state *s, size_t rb, int weights, long rows, int rmax) {
-    int R = rmax / weights;
-    while (R > 1 && ((size_t)weights * gv_span((size_t)R * rb) > GV_SMEM || rows / R < 2L * s->sm_count)) R--;
+/* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
+ * 2 for GLU) and rows in all: the smallest R whose blocks all fit on the GPU at once (one wave:
+ * blocks in a second, partial wave wait for the first to finish: gate/up of Llama-3.2-1B took
+ * 2.2 waves with at most 4 rows per weight), up to rmax rows staged and GV_SMEM bytes; the most
+ * rows allowed where no R fits (large matrices: few waves). Remembered per shape. */
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
+    cu_rows_pick *m = s->gv_memo;
+    for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
+        if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
+    int R = 1;
+    if (s->gv_old_rows) { /* A/B: at most 8 rows staged (4 a weight for GLU), 16 KB, two blocks per SM */
+        R = (rmax < 8 ? rmax : 8) / weights;
+        while (R > 1 && ((size_t)weights * gv_span((size_t)R * rb) > 16384 || rows / R < 2L * s->sm_count)) R--;
+        return R;
+    }
+    for (int r = 1; r <= rmax / weights; r++) {
+        const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
+        if (r > 1 && smem > GV_SMEM) break;
+        int occ = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
+        R = r;
+        if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
+    }
+    int i = 0;
+    while (i < CU_ROWS_MEMO - 1 && m[i].R) i++; /* full: the last entry is replaced */
+    m[i] = {k, rb, rows, weights, R};
     return R;
 }
 
@@ -299,7 +295,7 @@ template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, a.rb, weights, rows, RMAX);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
@@ -321,8 +317,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xq = q;
         a.xs = xs;
     }
-    if (a.n == 1) gv_launch<T, 1, 8>(s, a);
-    else if (a.n <= 4) gv_launch<T, 4, 4>(s, a);
+    if (a.n == 1) gv_launch<T, 1, 16>(s, a);
+    else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
 }
 

@@ -52,6 +52,15 @@ typedef struct {
     cudaEvent_t done;      /* the last replay has read host */
 } cu_graph;
 
+/* Rows per block the decode matmul picked for a kernel and shape (cuda_gemv.cu, gv_rows). */
+#define CU_ROWS_MEMO 32
+typedef struct {
+    const void *k;
+    size_t rb;
+    long rows;
+    int weights, R;
+} cu_rows_pick;
+
 typedef struct {
     int dev;
     char name[256];
@@ -84,6 +93,8 @@ typedef struct {
     int attn_tile;         /* prompt attention: 2 the tensor-core kernel where it applies (cuda_attn_mma.cu), else the
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
+    cu_rows_pick gv_memo[CU_ROWS_MEMO];
+    int gv_old_rows;       /* OB_CUDA_GV_WAVE=0: the earlier rows-per-block rule (A/B of gv_rows) */
     int row_one_block;     /* OB_CUDA_ROW_SLICES=0: each row op's row on one block (A/B of cuda_ops.cu's slices) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */

@@ -212,18 +212,20 @@ __global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, o
     rope_row(x + (size_t)blockIdx.x * n_head * head_dim, n_head, head_dim, cs, r);
 }
 
-/* rope_kv: one block per token rotates its Q and K rows, then writes K and V into the caches. */
+/* rope_kv: block (i, g) takes token i's KV head g: it rotates the query heads of that group and
+ * K head g, then writes K and V head g into the caches (one block per token was one SM's serial
+ * work: 8 us a token on the H200). */
 __global__ void k_rope_kv(float *q, float *k, const float *v, ob_attn_args a, ob_rope r, size_t k_row, size_t v_row) {
     extern __shared__ float cs[];
-    const int i = blockIdx.x, kvd = a.n_head_kv * a.head_dim;
+    const int i = blockIdx.x, g = blockIdx.y, hd = a.head_dim, kvd = a.n_head_kv * hd, gq = a.n_head / a.n_head_kv;
     rope_angles(cs, a.pos[i], r); /* positions come from a copy ordered before the previous kernel */
     cu_dep();
     __syncthreads();
-    rope_row(q + (size_t)i * a.n_head * a.head_dim, a.n_head, a.head_dim, cs, r);
-    rope_row(k + (size_t)i * kvd, a.n_head_kv, a.head_dim, cs, r);
-    __syncthreads(); /* the rotated K row is complete */
+    rope_row(q + ((size_t)i * a.n_head + (size_t)g * gq) * hd, gq, hd, cs, r);
+    rope_row(k + (size_t)i * kvd + (size_t)g * hd, 1, hd, cs, r);
+    __syncthreads(); /* the rotated K head is complete */
     const size_t slot = (size_t)a.seq[i] * a.n_ctx + a.pos[i];
-    for (int e = threadIdx.x; e < kvd; e += blockDim.x) { /* blockDim and a q8_0 row are whole warps */
+    for (int e = g * hd + threadIdx.x; e < (g + 1) * hd; e += blockDim.x) { /* q8_0: hd and blockDim are whole warps */
         kv_store((uint8_t *)a.k + slot * k_row, a.type_k, k + (size_t)i * kvd, e);
         kv_store((uint8_t *)a.v + slot * v_row, a.type_v, v + (size_t)i * kvd, e);
     }
@@ -232,7 +234,8 @@ __global__ void k_rope_kv(float *q, float *k, const float *v, ob_attn_args a, ob
 void cu_rope_kv(cu_state *s, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
     const int half = r->n_rot / 2, kvd = a->n_head_kv * a->head_dim;
     if (a->n <= 0) return;
-    cu_launch(s, "rope_kv", (unsigned)a->n, 256, (size_t)2 * (half > 0 ? half : 1) * sizeof(float), k_rope_kv, q, k, v, *a, *r,
+    const dim3 grid((unsigned)a->n, (unsigned)a->n_head_kv);
+    cu_launch(s, "rope_kv", grid, 128, (size_t)2 * (half > 0 ? half : 1) * sizeof(float), k_rope_kv, q, k, v, *a, *r,
               ob_type_row_size(a->type_k, kvd), ob_type_row_size(a->type_v, kvd));
 }
 
