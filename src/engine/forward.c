@@ -295,9 +295,16 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
         be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
     }
     be->attention(be, &a);
-    if (L->attn_sub_norm) norm_act_quant(c, "o_in", il, c->att, L->attn_sub_norm, c->att, n, qd);
-    else maybe_act_quant(c, "o_in", il, c->att, n, qd);
-    matmul_residual(c, &L->wo, c->att, n);
+    /* the sub-norms write to buffers that are free by then (q, up), not in place: a backend can
+     * then spread a row over several blocks (cuda_ops.cu) */
+    const float *o_in = c->att;
+    if (L->attn_sub_norm) {
+        norm_act_quant(c, "o_in", il, c->att, L->attn_sub_norm, c->q, n, qd);
+        o_in = c->q;
+    } else {
+        maybe_act_quant(c, "o_in", il, c->att, n, qd);
+    }
+    matmul_residual(c, &L->wo, o_in, n);
 
     norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {
@@ -307,9 +314,14 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
         be->matmul(be, &L->ffn_up, c->h, c->up, n);
         be->glu(be, m->arch->ffn_act, c->gate, c->up, (size_t)n * hp->n_ff);
     }
-    if (L->ffn_sub_norm) norm_act_quant(c, "down_in", il, c->gate, L->ffn_sub_norm, c->gate, n, hp->n_ff);
-    else maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
-    matmul_residual(c, &L->ffn_down, c->gate, n);
+    const float *down_in = c->gate;
+    if (L->ffn_sub_norm) {
+        norm_act_quant(c, "down_in", il, c->gate, L->ffn_sub_norm, c->up, n, hp->n_ff);
+        down_in = c->up;
+    } else {
+        maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
+    }
+    matmul_residual(c, &L->ffn_down, down_in, n);
     observe(c, "l_out", il, c->x, n, d);
 }
 

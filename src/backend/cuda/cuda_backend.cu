@@ -138,10 +138,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_tile = !at ? 2 : !strcmp(at, "0") ? 0 : !strcmp(at, "f32") ? 1 : 2;
     const char *pin = getenv("OB_CUDA_PINNED");
     s->pinned = !(pin && !strcmp(pin, "0"));
-    const char *rs = getenv("OB_CUDA_ROW_SLICES");
-    s->row_one_block = rs && !strcmp(rs, "0");
-    const char *gw = getenv("OB_CUDA_GV_WAVE");
-    s->gv_old_rows = gw && !strcmp(gw, "0");
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);

@@ -265,11 +265,6 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
     int R = 1;
-    if (s->gv_old_rows) { /* A/B: at most 8 rows staged (4 a weight for GLU), 16 KB, two blocks per SM */
-        R = (rmax < 8 ? rmax : 8) / weights;
-        while (R > 1 && ((size_t)weights * gv_span((size_t)R * rb) > 16384 || rows / R < 2L * s->sm_count)) R--;
-        return R;
-    }
     for (int r = 1; r <= rmax / weights; r++) {
         const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
         if (r > 1 && smem > GV_SMEM) break;

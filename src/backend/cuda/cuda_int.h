@@ -94,8 +94,6 @@ typedef struct {
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
-    int gv_old_rows;       /* OB_CUDA_GV_WAVE=0: the earlier rows-per-block rule (A/B of gv_rows) */
-    int row_one_block;     /* OB_CUDA_ROW_SLICES=0: each row op's row on one block (A/B of cuda_ops.cu's slices) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */

@@ -110,7 +110,7 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
         return;
     }
     int ns = 1;
-    if (y != x && n <= CU_GEMV_MAX && !s->row_one_block) {
+    if (y != x && n <= CU_GEMV_MAX) {
         ns = (2 * s->sm_count + n - 1) / n;
         if (ns > dim / 256) ns = dim / 256;
         if (ns < 1) ns = 1;
