@@ -140,6 +140,18 @@ static float *q8_activations(const float *x, int rows, int64_t k, int on) {
     return q;
 }
 
+/* Set while a backend with OB_CUDA_MMQ=1 is tested: prompt-sized batches of these types then take
+ * the int8 tensor-core kernel, whose products are the int8 path's (checked at the decode kernel's
+ * tolerance, so a silent fallback to the 16-bit path fails). */
+static int matmul_mmq;
+static int mmq_type(int type) {
+    static const int t[] = {OB_TYPE_Q4_0, OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_Q8_0, OB_TYPE_IQ4_NL, OB_TYPE_Q4_K,
+                            OB_TYPE_Q5_K, OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_LEAN4};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (t[i] == type) return 1;
+    return 0;
+}
+
 static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, const int *ns, int n_ns) {
     const ob_type_traits *t = ob_type_get(type);
     size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
@@ -191,9 +203,10 @@ static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, c
          * against the same dot product with the activations as the kernel quantizes them;
          * tensor cores: 16-bit operands */
         double err = rel_err(y, ref, (size_t)n * n_out), err8 = rel_err(y, ref8, (size_t)n * n_out);
-        int on8 = n <= 32 && err8 < err;
-        if (on8) err = err8;
-        double tol = n <= 32 || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
+        const int mmq = n > 32 && matmul_mmq && mmq_type(type) && n_in % 32 == 0;
+        int on8 = (n <= 32 || mmq) && err8 < err;
+        if (on8 || mmq) err = err8;
+        double tol = n <= 32 || mmq || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
         if (err > tol || ob_test_verbose)
             fprintf(stderr, "  cuda matmul %-7s %5lld x %5lld n=%-3d rel err %.3g (tol %.1g%s)\n", t->name, (long long)n_in,
                     (long long)n_out, n, err, tol, on8 ? ", int8 activations" : "");
@@ -592,6 +605,17 @@ OB_SUITE(cuda_kernels) {
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);
+    /* prompt-sized matmuls on the int8 tensor cores (OB_CUDA_MMQ=1): every type (the others keep
+     * the 16-bit path on the same backend), and the fused ops on it */
+    ob_backend *gq = gpu_new_with("OB_CUDA_MMQ", "1");
+    CHECK(gq != NULL);
+    if (gq) {
+        matmul_mmq = 1;
+        test_matmul_types(gq);
+        test_fused(gq);
+        matmul_mmq = 0;
+        gpu_free(gq);
+    }
     c->free(c);
     free(c);
     gpu_free(g);

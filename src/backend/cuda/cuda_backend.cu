@@ -138,6 +138,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_tile = !at ? 2 : !strcmp(at, "0") ? 0 : !strcmp(at, "f32") ? 1 : 2;
     const char *pin = getenv("OB_CUDA_PINNED");
     s->pinned = !(pin && !strcmp(pin, "0"));
+    const char *mq = getenv("OB_CUDA_MMQ");
+    s->mmq = mq && !strcmp(mq, "1");
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);

@@ -94,6 +94,7 @@ typedef struct {
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
+    int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -178,6 +179,9 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
 /* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
  * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
 void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs);
+/* cuda_mmq.cu: y (add: +=) = x . W^T on the int8 tensor cores for n > CU_GEMV_MAX tokens when
+ * OB_CUDA_MMQ=1 and w's type has one integer sum per sub-block; 0 when it declines */
+int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n);
 

@@ -7,7 +7,8 @@
  *    dequantized to f16 (f16 and bf16 weights are used as stored, f32 through SGEMM in f32),
  *    the activations converted to the same 16-bit type, and cublasGemmEx accumulates in f32.
  *    The weight is decoded once per call and reused by every token, so this costs one extra
- *    pass over 2 bytes per weight, amortised over the batch.
+ *    pass over 2 bytes per weight, amortised over the batch. With OB_CUDA_MMQ=1 the int8-path
+ *    types go to the int8 tensor cores instead, decoded inside the kernel (cuda_mmq.cu).
  * lean4 rotates the activations first (the rows are stored rotated); i2_s's per-tensor scale
  * multiplies each dot product once.
  * Does not own: the block layouts (cuda_quant.cuh), the other ops.
@@ -108,6 +109,7 @@ static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, i
         if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
         return;
     }
+    if (cu_mmq(s, w, x, y, n, 0)) return;
     if (w->type == OB_TYPE_F32) {
         gemm_blas(s, w, w->data, x, CUDA_R_32F, y, n);
         return;

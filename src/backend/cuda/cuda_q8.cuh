@@ -64,6 +64,13 @@ __host__ __device__ constexpr bool cu_q8_type(int T) {
            T == OB_TYPE_LEAN4;
 }
 
+/* Nonzero for the int8-path types whose sub-block contribution is one integer sum over its 32
+ * elements, scaled (q8w<T>::scale): the tensor-core prompt kernel (cuda_mmq.cu) takes them; q2_K,
+ * q3_K and q6_K (a scale per 16 elements) do not. */
+__host__ __device__ constexpr bool cu_mmq_type(int T) {
+    return cu_q8_type(T) && T != OB_TYPE_Q2_K && T != OB_TYPE_Q3_K && T != OB_TYPE_Q6_K;
+}
+
 /* Sum (or max) of v over the block; every thread gets the result. */
 template <bool MAX> __device__ float block_reduce(float v) {
     __shared__ float part[32];
@@ -206,10 +213,11 @@ template <int BYTES, bool MIN, bool HIGH, bool GRID, int OFF> struct q8w_nib {
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = GRID ? iq4_grid4((uint32_t)w[k]) : w[k] | (int)high4(qh, k);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
-        if (MIN) return d * (xs.x * (float)dp8(w, x, 0, 8)) + m * xs.y;
-        return d * (xs.x * (float)dp8(w, x, 0, 8) - (float)OFF * xs.y);
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const {
+        if (MIN) return d * (xs.x * (float)s) + m * xs.y;
+        return d * (xs.x * (float)s - (float)OFF * xs.y);
     }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {};
@@ -226,7 +234,8 @@ template <> struct q8w<OB_TYPE_Q8_0> {
         d = q8_ld_h(b);
         ld_words<8>(b + 2, (uint32_t *)w);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 /* q4_K, and with HIGH q5_K: d * sc * q - dmin * m; sub-block j takes nibble half j & 1 of bytes
@@ -247,7 +256,8 @@ template <bool HIGH> struct q8w_k {
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)((((uint32_t)w[k] >> sh) & 0x0f0f0f0fu) | (((qh[k] >> j) & 0x01010101u) << 4));
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d1 * (xs.x * (float)dp8(w, x, 0, 8)) - m1 * xs.y; }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d1 * (xs.x * (float)s) - m1 * xs.y; }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 template <> struct q8w<OB_TYPE_Q4_K> : q8w_k<false> {};
@@ -266,7 +276,8 @@ template <> struct q8w<OB_TYPE_IQ4_XS> { /* d * (ls - 32) * grid[q], a 6-bit ls 
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = iq4_grid4((uint32_t)w[k]);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return dl * (xs.x * (float)dp8(w, x, 0, 8)); }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return dl * (xs.x * (float)s); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[0..47], 4 in qh[0..3] */
@@ -299,7 +310,8 @@ template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[
         }
         d = q8_ld_h(b + 52);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - xs.y); }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s - xs.y); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 template <> struct q8w<OB_TYPE_Q2_K> { /* d * (sc & 15) * q - dmin * (sc >> 4), one scale byte per 16 elements */
@@ -359,7 +371,8 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = lean_grid4(((uint32_t)w[k] >> (4 * hi)) & 0x0f0f0f0fu);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8)); }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */
@@ -397,7 +410,8 @@ template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j &
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
         d = q8_ld_h(b + 64);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return d * (xs.x * (float)dp8(w, x, 0, 8) - xs.y); }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s - xs.y); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); group g: bits 6 - 2 g of the block's bytes */
@@ -409,7 +423,8 @@ template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); 
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return xs.x * (float)dp8(w, x, 0, 8) - xs.y; }
+    __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return xs.x * (float)s - xs.y; }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
 #endif
