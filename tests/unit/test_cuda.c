@@ -556,6 +556,63 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     free(kc); free(vc); free(back); free(rows); free(pos); free(seq); free(q); free(out);
 }
 
+/* The same quantized weight uploaded to two backends. */
+static void weight_pair(ob_backend *g1, ob_backend *g2, int type, int64_t n_in, int64_t n_out, ob_weight *w1, ob_weight *w2) {
+    size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
+    float *wf = randf((size_t)(n_in * n_out), 0.5f);
+    if (type == OB_TYPE_TQ2_0) /* ternary values */
+        for (int64_t i = 0; i < n_in * n_out; i++) wf[i] = wf[i] > 0.3f ? 0.25f : wf[i] < -0.3f ? -0.25f : 0.0f;
+    void *wq = malloc(wbytes);
+    CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
+    float sc = ob_tensor_scale(type, wq, n_in, n_out);
+    *w1 = (ob_weight){g1->upload(g1, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), sc};
+    *w2 = (ob_weight){g2->upload(g2, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), sc};
+    free(wf);
+    free(wq);
+}
+
+/* OB_CUDA_FOLD=1: the codes a decode GLU's last block writes for the next matmul are the
+ * quantizer's own: GLU then ffn_down give the default backend's bits (a wrong code, scale or a
+ * stale tag would not). */
+static void test_fold(ob_backend *g) {
+    ob_backend *gf = gpu_new_with("OB_CUDA_FOLD", "1");
+    CHECK(gf != NULL);
+    if (!gf) return;
+    static const int types[] = {OB_TYPE_Q4_0, OB_TYPE_Q4_K, OB_TYPE_TQ2_0};
+    static const int ns[] = {1, 3, 8, 17, 32};
+    const int64_t d = 512, ff = 1536;
+    for (int ti = 0; ti < 3; ti++) {
+        ob_weight wg[2], wu[2], wd[2];
+        weight_pair(g, gf, types[ti], d, ff, &wg[0], &wg[1]);
+        weight_pair(g, gf, types[ti], d, ff, &wu[0], &wu[1]);
+        weight_pair(g, gf, types[ti], ff, d, &wd[0], &wd[1]);
+        const ob_act act = types[ti] == OB_TYPE_TQ2_0 ? OB_ACT_RELU2 : OB_ACT_SILU;
+        for (int k = 0; k < 5; k++) {
+            const int n = ns[k];
+            float *x = randf((size_t)n * d, 1.0f), *out[2], *mid[2];
+            for (int b = 0; b < 2; b++) {
+                ob_backend *be = b ? gf : g;
+                void *dx = dev_copy(be, x, (size_t)n * d * 4), *gate = dev_nan(be, (size_t)n * ff), *up = dev_nan(be, (size_t)n * ff),
+                     *dy = dev_nan(be, (size_t)n * d);
+                be->matmul_glu(be, act, &wg[b], &wu[b], dx, gate, up, n);
+                be->matmul(be, &wd[b], gate, dy, n);
+                mid[b] = dev_get(be, gate, (size_t)n * ff);
+                out[b] = dev_get(be, dy, (size_t)n * d);
+            }
+            double dm = max_abs_diff(mid[0], mid[1], (size_t)n * ff), dout = max_abs_diff(out[0], out[1], (size_t)n * d);
+            if (dm != 0 || dout != 0 || ob_test_verbose)
+                fprintf(stderr, "  cuda fold %s n=%d: glu max|diff| %.3g, next matmul %.3g (must be 0)\n", ob_type_name(types[ti]), n, dm, dout);
+            CHECK(dm == 0 && dout == 0);
+            for (int b = 0; b < 2; b++) {
+                free(mid[b]);
+                free(out[b]);
+            }
+            free(x);
+        }
+    }
+    gpu_free(gf);
+}
+
 OB_SUITE(cuda_kernels) {
     ob_backend *g = gpu_new();
     if (!g) return;
@@ -567,6 +624,7 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    test_fold(g);
     test_row_ops(g, c);
     test_rope(g, c);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};

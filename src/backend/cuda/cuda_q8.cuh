@@ -102,6 +102,26 @@ template <bool MAX> __device__ float block_reduce(float v) {
  * Every block of a launch may hold the same row: the row's statistics are the whole row's, and
  * only the 32-element blocks in [lo, hi) (multiples of 32) are written, so that several blocks
  * share one row's writes. */
+/* The code of element e (value v) of a row with the row's scale dr = max|x| / 127 (idr its
+ * inverse) and mode, called by all 32 lanes of a warp for one 32-element block (lane = e % 32). */
+__device__ __forceinline__ void quant_elem(float v, int e, float dr, float idr, bool row_mode, int8_t *q, float2 *xs) {
+    float d = dr, id = idr;
+    if (!row_mode) { /* the block's max |x|: the bits of non-negative floats order as the values */
+        d = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v)))) / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+    }
+    const float c = fminf(fmaxf(rintf(v * id), -127.0f), 127.0f);
+    q[e] = (int8_t)c;
+    const int sum = __reduce_add_sync(0xffffffffu, (int)c);
+    if ((e & 31) == 0) xs[e >> 5] = make_float2(d, d * (float)sum);
+}
+
+/* Whether a row of scale inverse idr lies on its grid: the on-grid test of one value. */
+__device__ __forceinline__ float quant_off(float v, float idr) {
+    const float t = v * idr;
+    return fabsf(t - rintf(t)) <= 1e-3f ? 0.0f : 1.0f;
+}
+
 template <int PER> __device__ __forceinline__ void quant_regs(const float (&v)[PER], int n_in, int lo, int hi, int8_t *q, float2 *xs) {
     const int bd = blockDim.x, lane = threadIdx.x & 31;
     float amax = 0.0f;
@@ -111,10 +131,7 @@ template <int PER> __device__ __forceinline__ void quant_regs(const float (&v)[P
     const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
     float off = 0.0f; /* 1 where a value is off the row's grid */
 #pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const float t = v[k] * idr;
-        if (!(fabsf(t - rintf(t)) <= 1e-3f)) off = 1.0f;
-    }
+    for (int k = 0; k < PER; k++) off = fmaxf(off, quant_off(v[k], idr));
     off = block_reduce<true>(off); /* every thread calls it: amax is the same in all */
     const bool row_mode = amax > 0.0f && off == 0.0f;
 #pragma unroll
@@ -122,15 +139,28 @@ template <int PER> __device__ __forceinline__ void quant_regs(const float (&v)[P
         const int e = threadIdx.x + k * bd, e0 = e - lane; /* e0: the warp's block, the same for all its lanes */
         if (e0 >= hi || e0 >= n_in) break;
         if (e0 < lo) continue;
-        float d = dr, id = idr;
-        if (!row_mode) { /* the block's max |x|: the bits of non-negative floats order as the values */
-            d = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v[k])))) / 127.0f;
-            id = d != 0.0f ? 1.0f / d : 0.0f;
-        }
-        const float c = fminf(fmaxf(rintf(v[k] * id), -127.0f), 127.0f);
-        q[e] = (int8_t)c;
-        const int sum = __reduce_add_sync(0xffffffffu, (int)c);
-        if (lane == 0) xs[e >> 5] = make_float2(d, d * (float)sum);
+        quant_elem(v[k], e, dr, idr, row_mode, q, xs);
+    }
+}
+
+/* The codes of rows [0, n) of y[n][dim] (dim a multiple of 32) by one block (blockDim a multiple
+ * of 32) from memory that other blocks of the launch wrote (loads that skip L1): the same
+ * statistics and codes as quant_regs, in three passes over each row (max, on-grid test, codes:
+ * warp w takes 32-element blocks w, w + warps, ...). */
+__device__ __forceinline__ void quant_rows_mem(const float *y, int n, int dim, int8_t *q, float2 *xs) {
+    const int bd = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = bd >> 5;
+    for (int i = 0; i < n; i++) {
+        const float *yi = y + (size_t)i * dim;
+        float amax = 0.0f;
+        for (int e = t; e < dim; e += bd) amax = fmaxf(amax, fabsf(__ldcg(yi + e)));
+        amax = block_reduce<true>(amax);
+        const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
+        float off = 0.0f;
+        for (int e = t; e < dim; e += bd) off = fmaxf(off, quant_off(__ldcg(yi + e), idr));
+        off = block_reduce<true>(off);
+        const bool row_mode = amax > 0.0f && off == 0.0f;
+        for (int g = warp; g < dim / 32; g += nw)
+            quant_elem(__ldcg(yi + 32 * g + lane), 32 * g + lane, dr, idr, row_mode, q + (size_t)i * dim, xs + (size_t)i * (dim / 32));
     }
 }
 
