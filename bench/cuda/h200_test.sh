@@ -43,7 +43,7 @@ quick)
     # the switches, each off and on, twice alternating: the GLU's fold of the next quantizer
     # (opt-in, to measure), programmatic dependent launch and page-locked logits (decode); the
     # own int8 tensor-core prompt matmul (opt-in), tensor-core / float32 prompt attention
-    { ab OB_CUDA_FOLD l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_FOLD l1b-Q4_K_M "-p 0 -n 128" tg
+    { ab OB_CUDA_FOLD l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_FOLD l1b-Q4_K_M "-p 0 -n 128" tg; ab OB_CUDA_FOLD bn-tq2_0 "-p 0 -n 128" tg
       ab OB_CUDA_MMQ l1b-Q4_0 "-p 64,512 -n 0" pp
       ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_PINNED l1b-Q4_0 "-p 0 -n 128" tg
       ab OB_CUDA_ATTN_TILES bn-tq2_0 "-p 512,4096 -n 0" pp "f32 mma"; } | tee $OUT/ab.txt
