@@ -152,17 +152,40 @@ static int mmq_type(int type) {
     return 0;
 }
 
+/* Random weights of n values; for the ternary types (with ternary) values in {-0.25, 0, 0.25}, as
+ * convert feeds them. */
+static float *random_weights(int type, size_t n, int ternary) {
+    float *wf = randf(n, 0.5f);
+    if (ternary && (type == OB_TYPE_I2_S || type == OB_TYPE_TQ1_0 || type == OB_TYPE_TQ2_0))
+        for (size_t i = 0; i < n; i++) wf[i] = wf[i] > 0.3f ? 0.25f : wf[i] < -0.3f ? -0.25f : 0.0f;
+    return wf;
+}
+
+/* The weight of quantized bytes wq uploaded to g. */
+static ob_weight weight_on(ob_backend *g, int type, int64_t n_in, int64_t n_out, const void *wq) {
+    ob_weight w = {g->upload(g, wq, ob_type_tensor_size(type, n_in, n_out)), type, n_in, n_out, ob_type_row_size(type, n_in),
+                   ob_tensor_scale(type, wq, n_in, n_out)};
+    return w;
+}
+
+/* Random weights quantized to type (malloc'd bytes). */
+static void *random_quantized(int type, int64_t n_in, int64_t n_out, int ternary) {
+    float *wf = random_weights(type, (size_t)(n_in * n_out), ternary);
+    void *wq = malloc(ob_type_tensor_size(type, n_in, n_out));
+    CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
+    free(wf);
+    return wq;
+}
+
 static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, const int *ns, int n_ns) {
     const ob_type_traits *t = ob_type_get(type);
     size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
-    float *wf = randf((size_t)(n_in * n_out), 0.5f);
-    if (type == OB_TYPE_I2_S || type == OB_TYPE_TQ1_0 || type == OB_TYPE_TQ2_0) /* ternary values, as convert feeds them */
-        for (int64_t i = 0; i < n_in * n_out; i++) wf[i] = wf[i] > 0.3f ? 0.25f : wf[i] < -0.3f ? -0.25f : 0.0f;
+    float *wf = random_weights(type, (size_t)(n_in * n_out), 1);
     void *wq = malloc(wbytes);
     float *wd = malloc((size_t)(n_in * n_out) * sizeof(float));
     CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
     CHECK(ob_tensor_dequantize(type, wq, wd, n_in, n_out) == 0);
-    ob_weight w = {g->upload(g, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), ob_tensor_scale(type, wq, n_in, n_out)};
+    ob_weight w = weight_on(g, type, n_in, n_out, wq);
     CHECK(w.data != NULL);
     for (int k = 0; k < n_ns; k++) {
         int n = ns[k];
@@ -263,12 +286,8 @@ static void test_matmul_types(ob_backend *g) {
 /* ---- fused ops: the same bits as the plain ops they stand for ------------------------- */
 
 static ob_weight fused_weight(ob_backend *g, int type, int64_t n_in, int64_t n_out) {
-    size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
-    float *wf = randf((size_t)(n_in * n_out), 0.5f);
-    void *wq = malloc(wbytes);
-    CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
-    ob_weight w = {g->upload(g, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), ob_tensor_scale(type, wq, n_in, n_out)};
-    free(wf);
+    void *wq = random_quantized(type, n_in, n_out, 0);
+    ob_weight w = weight_on(g, type, n_in, n_out, wq);
     free(wq);
     return w;
 }
@@ -558,16 +577,9 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
 
 /* The same quantized weight uploaded to two backends. */
 static void weight_pair(ob_backend *g1, ob_backend *g2, int type, int64_t n_in, int64_t n_out, ob_weight *w1, ob_weight *w2) {
-    size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
-    float *wf = randf((size_t)(n_in * n_out), 0.5f);
-    if (type == OB_TYPE_TQ2_0) /* ternary values */
-        for (int64_t i = 0; i < n_in * n_out; i++) wf[i] = wf[i] > 0.3f ? 0.25f : wf[i] < -0.3f ? -0.25f : 0.0f;
-    void *wq = malloc(wbytes);
-    CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
-    float sc = ob_tensor_scale(type, wq, n_in, n_out);
-    *w1 = (ob_weight){g1->upload(g1, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), sc};
-    *w2 = (ob_weight){g2->upload(g2, wq, wbytes), type, n_in, n_out, ob_type_row_size(type, n_in), sc};
-    free(wf);
+    void *wq = random_quantized(type, n_in, n_out, 1);
+    *w1 = weight_on(g1, type, n_in, n_out, wq);
+    *w2 = weight_on(g2, type, n_in, n_out, wq);
     free(wq);
 }
 

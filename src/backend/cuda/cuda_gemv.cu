@@ -199,6 +199,14 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     *scales = (float2 *)((uint8_t *)s->xq + nc);
 }
 
+void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales) {
+    cu_xq_bufs(s, n, dim, codes, scales);
+    if (s->xq_src != x || s->xq_n != n || s->xq_dim != dim) {
+        cu_quant_rows(s, x, n, dim, *codes, *scales);
+        cu_xq_tag(s, x, n, dim);
+    }
+}
+
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_src = src;
     s->xq_n = n;
@@ -326,11 +334,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
-        cu_xq_bufs(s, a.n, a.n_in, &q, &xs);
-        if (s->xq_src != a.x || s->xq_n != a.n || s->xq_dim != a.n_in) {
-            cu_quant_rows(s, a.x, a.n, a.n_in, q, xs);
-            cu_xq_tag(s, a.x, a.n, a.n_in);
-        }
+        cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs);
         a.xq = q;
         a.xs = xs;
     }

@@ -179,6 +179,9 @@ int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, in
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 /* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
+/* The codes of x[n][dim] in the codes buffer: quantized (cu_quant_rows) and tagged unless the tag
+ * says the buffer holds them already */
+void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
 /* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
  * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
