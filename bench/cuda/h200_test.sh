@@ -5,9 +5,8 @@
 #   probe    tg128/pp512 with recorded steps (CUDA graphs) off and on (OB_CUDA_GRAPH=0/1)
 #   profile  per-op GPU times of decode (OB_CUDA_PROFILE=1, eager launches) on three models
 #   quick    tg128/pp512 of four files, the profile of two, then the switches off and on
-#            (OB_CUDA_FOLD, OB_CUDA_PDL, OB_CUDA_PINNED: tg128; OB_CUDA_MMQ, OB_CUDA_ATTN_TILES:
-#            pp), and Nsight Compute's kernel times and sections of decode (LLAMA=0: no
-#            llama.cpp build). At most 8 files come back from a call.
+#            (OB_CUDA_LAYER on five files, OB_CUDA_PDL: tg128), and Nsight Compute's kernel times
+#            and sections of decode (LLAMA=0: no llama.cpp build). At most 8 files come back.
 #   check    after a change: tg128/pp512 of Llama-1B Q4_0 and BitNet TQ2_0, BitNet's profile
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
@@ -20,7 +19,7 @@ export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PA
 make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 [ -f /tmp/bg.log ] || LLAMA=${LLAMA:-1} setsid nohup sh bench/cuda/h200_setup.sh >/tmp/bg.log 2>&1 < /dev/null &
 /usr/local/cuda/bin/nvcc -O2 -o build/copybw bench/cuda/copybw.cu && ./build/copybw | tee $OUT/copybw.txt
-make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
+timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
 M=/tmp/m
 waitfor() { i=0; while [ ! -f $M/$1 ] && [ $i -lt 240 ]; do sleep 1; i=$((i+1)); done; }
 waitfor l1b-Q4_K_M.gguf # written after l1b-Q4_0
@@ -40,24 +39,21 @@ quick)
     waitfor bn-tq1_0.gguf
     ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/bn-tq2_0 /" | tee -a $OUT/quick.txt
     for f in l1b-Q4_0 bn-tq2_0; do OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -30; done >> $OUT/quick.txt
-    # the switches, each off and on, twice alternating: the GLU's fold of the next quantizer
-    # (opt-in, to measure), programmatic dependent launch and page-locked logits (decode); the
-    # own int8 tensor-core prompt matmul (opt-in), tensor-core / float32 prompt attention
-    { ab OB_CUDA_FOLD l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_FOLD l1b-Q4_K_M "-p 0 -n 128" tg; ab OB_CUDA_FOLD bn-tq2_0 "-p 0 -n 128" tg
-      ab OB_CUDA_MMQ l1b-Q4_0 "-p 64,512 -n 0" pp
-      ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_PINNED l1b-Q4_0 "-p 0 -n 128" tg
-      ab OB_CUDA_ATTN_TILES bn-tq2_0 "-p 512,4096 -n 0" pp "f32 mma"; } | tee $OUT/ab.txt
+    # the switches, each off and on, twice alternating: the whole-layer decode kernel (default) against
+    # the separate ops, programmatic dependent launch
+    { ab OB_CUDA_LAYER l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_LAYER l1b-Q4_K_M "-p 0 -n 128" tg; ab OB_CUDA_LAYER bn-tq2_0 "-p 0 -n 128" tg
+      waitfor bn-q4_0.gguf; ab OB_CUDA_LAYER bn-tq1_0 "-p 0 -n 128" tg; ab OB_CUDA_LAYER bn-i2_s "-p 0 -n 128" tg
+      ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; } | tee $OUT/ab.txt
     # each kernel's own time (Nsight Compute serializes them: no overlap) for one decode token
     # of each model, recorded steps as in use: skip the warm-up and the first tokens
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
-    for f in l1b-Q4_0 bn-tq2_0; do timeout 150 $NCU --clock-control none --csv --launch-skip 1200 --launch-count 320 \
-        --metrics gpu__time_duration.sum,dram__bytes_read.sum ./build/1bit bench -m $M/$f.gguf -p 0 -n 16 -r 1 \
+    for f in l1b-Q4_0 bn-tq2_0; do timeout 150 $NCU --clock-control none --csv --launch-skip 300 --launch-count 100 \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum ./build/1bit bench -m $M/$f.gguf -p 0 -n 32 -r 1 \
         --device cuda > $OUT/ncu-$f.csv 2>/dev/null; done
-    # why the decode matmuls stream at 0.4-1.5 TB/s: throughput, occupancy, stall reasons and
-    # memory traffic of eight k_gv launches (two layers' QKV, wo, gate/up, ffn_down)
-    timeout 150 $NCU --clock-control none --kernel-name regex:k_gv --launch-skip 200 --launch-count 8 --section SpeedOfLight \
+    # throughput, occupancy, stall reasons and memory traffic of the whole-layer kernel (two launches)
+    timeout 150 $NCU --clock-control none --kernel-name regex:k_layer --launch-skip 100 --launch-count 2 --section SpeedOfLight \
         --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
-        ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-gv.txt 2>/dev/null ;;
+        ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-layer.txt 2>/dev/null ;;
 check)
     waitfor bn-tq1_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt

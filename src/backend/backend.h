@@ -53,6 +53,24 @@ typedef struct {
     float scale;        /* usually 1/sqrt(head_dim) */
 } ob_attn_args;
 
+/* One decoder layer for one token (layer_decode below): the pre-norm attention block, then
+ * the gated feed-forward block, each added to the residual stream x, exactly as engine/forward.c
+ * issues them as separate ops for a layer without biases or Q/K norms. */
+typedef struct {
+    float *x;                          /* [n_embd]: x += attention(norm(x)), then x += ffn(norm(x)) */
+    float *q, *k, *v, *att, *gate, *up; /* scratch of the engine's sizes */
+    const ob_weight *wq, *wk, *wv, *wo, *ffn_gate, *ffn_up, *ffn_down;
+    const float *attn_norm, *ffn_norm; /* RMSNorm weights [n_embd] */
+    const float *attn_sub_norm;        /* NULL, or BitNet's RMSNorm [n_head*head_dim] before wo */
+    const float *ffn_sub_norm;         /* NULL, or BitNet's RMSNorm [n_ff] before ffn_down */
+    float eps;
+    int act_quant;                     /* act_quant_i8 after each norm (and on the inputs of wo and
+                                        * ffn_down without sub-norms): BitNet */
+    ob_act act;
+    ob_attn_args attn;                 /* n = 1, q = q, out = att, this layer's caches */
+    const ob_rope *rope;
+} ob_layer_args;
+
 typedef struct {
     int n_threads;      /* CPU worker threads (<= 0: all cores) */
     int device_index;   /* GPU ordinal */
@@ -133,6 +151,9 @@ struct ob_backend {
     void (*rope_kv)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
     /* rmsnorm, then act_quant_i8 on y (BitNet's projections' inputs). */
     void (*rmsnorm_act_quant)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
+    /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without
+     * doing anything when the backend cannot take this layer (the engine then issues the ops). */
+    int (*layer_decode)(ob_backend *b, const ob_layer_args *l);
 
     /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
      * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when

@@ -268,6 +268,16 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     const ob_hparams *hp = &m->hp;
     const ob_layer *L = &m->layers[il];
     int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+    ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
+                      hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
+    /* one token of a layer without biases or Q/K norms, nobody observing: one backend call when it
+     * takes it (the same results as the ops below) */
+    if (n == 1 && be->layer_decode && !c->obs && !L->bq && !L->bk && !L->bv && !L->q_norm && !L->k_norm) {
+        ob_layer_args la = {c->x, c->q, c->k, c->v, c->att, c->gate, c->up, &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up,
+                            &L->ffn_down, L->attn_norm, L->ffn_norm, L->attn_sub_norm, L->ffn_sub_norm, hp->eps,
+                            (m->arch->flags & OB_ARCH_ACT_QUANT) != 0, m->arch->ffn_act, a, &hp->rope};
+        if (be->layer_decode(be, &la)) return;
+    }
 
     norm_act_quant(c, "qkv_in", il, c->x, L->attn_norm, c->h, n, d);
     if (be->matmul_multi) {
@@ -284,8 +294,6 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     if (L->bv) be->add_bias(be, c->v, L->bv, n, kvd);
     if (L->q_norm) be->rmsnorm(be, c->q, L->q_norm, c->q, n * hp->n_head, hp->head_dim, hp->eps);
     if (L->k_norm) be->rmsnorm(be, c->k, L->k_norm, c->k, n * hp->n_head_kv, hp->head_dim, hp->eps);
-    ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
-                      hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim)};
     if (be->rope_kv) {
         be->rope_kv(be, &a, c->q, c->k, c->v, &hp->rope);
     } else {

@@ -625,6 +625,145 @@ static void test_fold(ob_backend *g) {
     gpu_free(gf);
 }
 
+/* ---- the whole-layer decode kernel: the same bits as the engine's ops ------------------- */
+typedef struct {
+    int wt, dt;            /* weight types: Q, K, V, O, gate, up; ffn_down */
+    int d, n_head, n_kv, hd, ff, kv_type, bitnet, style, n_ctx;
+} layer_case;
+
+/* RMSNorm of x into y (BitNet: then act_quant_i8), as engine/forward.c's norm_act_quant. */
+static void lay_norm(ob_backend *g, const ob_layer_args *l, const float *x, const float *w, float *y, int dim) {
+    if (l->act_quant) g->rmsnorm_act_quant(g, x, w, y, 1, dim, l->eps);
+    else g->rmsnorm(g, x, w, y, 1, dim, l->eps);
+}
+
+/* The input of wo / ffn_down: x's sub-norm into y, or x itself (BitNet: act_quant_i8'd). */
+static const float *lay_sub(ob_backend *g, const ob_layer_args *l, float *x, const float *w, float *y, int dim) {
+    if (w) {
+        lay_norm(g, l, x, w, y, dim);
+        return y;
+    }
+    if (l->act_quant) g->act_quant_i8(g, x, 1, dim);
+    return x;
+}
+
+/* One token through the layer with the backend's ops, in engine/forward.c's order (h: scratch [d]). */
+static void layer_ops(ob_backend *g, const ob_layer_args *l, float *h) {
+    const ob_attn_args *a = &l->attn;
+    const int d = (int)l->wq->n_in, qd = a->n_head * a->head_dim, ff = (int)l->ffn_gate->n_out;
+    const ob_weight *ws[3] = {l->wq, l->wk, l->wv};
+    float *ys[3] = {l->q, l->k, l->v};
+    lay_norm(g, l, l->x, l->attn_norm, h, d);
+    g->matmul_multi(g, ws, ys, 3, h, 1);
+    g->rope_kv(g, a, l->q, l->k, l->v, l->rope);
+    g->attention(g, a);
+    g->matmul_add(g, l->wo, lay_sub(g, l, l->att, l->attn_sub_norm, l->q, qd), l->x, 1);
+    lay_norm(g, l, l->x, l->ffn_norm, h, d);
+    g->matmul_glu(g, l->act, l->ffn_gate, l->ffn_up, h, l->gate, l->up, 1);
+    g->matmul_add(g, l->ffn_down, lay_sub(g, l, l->gate, l->ffn_sub_norm, l->up, ff), l->x, 1);
+}
+
+/* The layer's arguments on fresh NaN scratch and zeroed caches (x: uploaded per step). */
+static ob_layer_args layer_on(ob_backend *g, const layer_case *lc, const ob_weight *w, void *const *norms, const ob_rope *r,
+                              const int32_t *pos, const int32_t *seq) {
+    const int qd = lc->n_head * lc->hd, kvd = lc->n_kv * lc->hd;
+    const size_t cb = (size_t)lc->n_ctx * ob_type_row_size(lc->kv_type, kvd);
+    uint8_t *zero = calloc(1, cb);
+    ob_layer_args l = {dev_nan(g, lc->d), dev_nan(g, qd), dev_nan(g, kvd), dev_nan(g, kvd), dev_nan(g, qd), dev_nan(g, lc->ff),
+                       dev_nan(g, lc->ff), &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], norms[0], norms[1],
+                       lc->bitnet ? norms[2] : NULL, lc->bitnet ? norms[3] : NULL, 1e-5f, lc->bitnet,
+                       lc->bitnet ? OB_ACT_RELU2 : OB_ACT_SILU,
+                       {NULL, NULL, dev_copy(g, zero, cb), dev_copy(g, zero, cb), lc->kv_type, lc->kv_type, 1, lc->n_head, lc->n_kv,
+                        lc->hd, lc->n_ctx, pos, seq, 1.0f / sqrtf((float)lc->hd)},
+                       r};
+    l.attn.q = l.q;
+    l.attn.out = l.att;
+    free(zero);
+    return l;
+}
+
+static void check_layer(ob_backend *g, const layer_case *lc, const int32_t *positions, int steps) {
+    const int d = lc->d, qd = lc->n_head * lc->hd, kvd = lc->n_kv * lc->hd, ff = lc->ff;
+    const int64_t shape[7][2] = {{d, qd}, {d, kvd}, {d, kvd}, {qd, d}, {d, ff}, {d, ff}, {ff, d}};
+    ob_weight w[7];
+    for (int i = 0; i < 7; i++) w[i] = fused_weight(g, i == 6 ? lc->dt : lc->wt, shape[i][0], shape[i][1]);
+    const int ndim[4] = {d, d, qd, ff};
+    void *norms[4];
+    for (int i = 0; i < 4; i++) {
+        float *nw = randf((size_t)ndim[i], 0.3f);
+        for (int k = 0; k < ndim[i]; k++) nw[k] += 1.0f;
+        norms[i] = dev_copy(g, nw, (size_t)ndim[i] * 4);
+        free(nw);
+    }
+    ob_rope r = {(ob_rope_style)lc->style, lc->hd, 10000.0f, 1.0f, NULL};
+    int32_t pos = 0, seq = 0;
+    ob_layer_args la = layer_on(g, lc, w, norms, &r, &pos, &seq), lb = layer_on(g, lc, w, norms, &r, &pos, &seq);
+    void *h = dev_nan(g, d);
+    int taken = 1, same = 1;
+    for (int st = 0; st < steps; st++) {
+        pos = positions[st];
+        float *x = randf((size_t)d, 1.0f);
+        void *xa = dev_copy(g, x, (size_t)d * 4), *xb = dev_copy(g, x, (size_t)d * 4);
+        la.x = xa;
+        lb.x = xb;
+        layer_ops(g, &la, h);
+        taken &= g->layer_decode(g, &lb);
+        float *ya = dev_get(g, xa, d), *yb = dev_get(g, xb, d);
+        if (memcmp(ya, yb, (size_t)d * 4)) {
+            if (same) fprintf(stderr, "  cuda layer %s/%s d=%d hd=%d kv %s pos %d: max|diff| %.3g (must be 0)\n", ob_type_name(lc->wt),
+                              ob_type_name(lc->dt), d, lc->hd, ob_type_name(lc->kv_type), pos, max_abs_diff(ya, yb, d));
+            same = 0;
+        }
+        free(ya);
+        free(yb);
+        free(x);
+        g->dealloc(g, xa);
+        g->dealloc(g, xb);
+    }
+    const size_t cb = (size_t)lc->n_ctx * ob_type_row_size(lc->kv_type, kvd);
+    uint8_t *c1 = malloc(cb), *c2 = malloc(cb);
+    g->download(g, c1, la.attn.k, cb);
+    g->download(g, c2, lb.attn.k, cb);
+    CHECK(memcmp(c1, c2, cb) == 0);
+    g->download(g, c1, la.attn.v, cb);
+    g->download(g, c2, lb.attn.v, cb);
+    CHECK(memcmp(c1, c2, cb) == 0);
+    if (ob_test_verbose) fprintf(stderr, "  cuda layer %s/%s d=%d: taken %d, same %d\n", ob_type_name(lc->wt), ob_type_name(lc->dt), d, taken, same);
+    CHECK(taken);
+    CHECK(same);
+    free(c1);
+    free(c2);
+}
+
+static void test_layer(ob_backend *g) {
+    CHECK(g->layer_decode != NULL);
+    if (!g->layer_decode) return;
+    static const int32_t near[] = {0, 1, 2, 3, 4, 5, 17, 18, 19, 40};
+    static const int32_t far[] = {0, 1, 15, 16, 17, 63, 64, 300, 1000, 2999};
+    static const layer_case cases[] = {
+        /* Llama-3.2-1B's layer, f16 cache, NORM rope */
+        {OB_TYPE_Q4_0, OB_TYPE_Q4_0, 2048, 32, 8, 64, 8192, OB_TYPE_F16, 0, OB_ROPE_NORM, 3000},
+        /* Q4_K_M's mix, long ffn_down rows (four warps a row), head size 128, q8_0 cache, NEOX */
+        {OB_TYPE_Q4_K, OB_TYPE_Q6_K, 512, 4, 2, 128, 4096, OB_TYPE_Q8_0, 0, OB_ROPE_NEOX, 3000},
+        /* BitNet: act_quant, sub-norms, relu^2; f32 cache */
+        {OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 512, 8, 4, 64, 1536, OB_TYPE_F32, 1, OB_ROPE_NORM, 3000},
+        {OB_TYPE_Q8_0, OB_TYPE_Q8_0, 256, 4, 4, 64, 768, OB_TYPE_F16, 0, OB_ROPE_NEOX, 64},
+        {OB_TYPE_I2_S, OB_TYPE_TQ1_0, 512, 8, 2, 64, 1024, OB_TYPE_F16, 1, OB_ROPE_NORM, 3000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_layer(g, &cases[i], cases[i].n_ctx > 64 ? far : near, 10);
+    /* a layer the kernel does not take (f16 weights) is refused, nothing launched */
+    layer_case f = {OB_TYPE_F16, OB_TYPE_F16, 256, 4, 4, 64, 512, OB_TYPE_F16, 0, OB_ROPE_NORM, 64};
+    ob_weight w[7];
+    const int64_t shape[7][2] = {{256, 256}, {256, 256}, {256, 256}, {256, 256}, {256, 512}, {256, 512}, {512, 256}};
+    for (int i = 0; i < 7; i++) w[i] = fused_weight(g, OB_TYPE_F16, shape[i][0], shape[i][1]);
+    void *norms[4] = {dev_nan(g, 256), dev_nan(g, 256), NULL, NULL};
+    ob_rope r = {OB_ROPE_NORM, 64, 10000.0f, 1.0f, NULL};
+    int32_t pos = 0, seq = 0;
+    ob_layer_args l = layer_on(g, &f, w, norms, &r, &pos, &seq);
+    CHECK(g->layer_decode(g, &l) == 0);
+}
+
 OB_SUITE(cuda_kernels) {
     ob_backend *g = gpu_new();
     if (!g) return;
@@ -637,6 +776,7 @@ OB_SUITE(cuda_kernels) {
     test_matmul_types(g);
     test_fused(g);
     test_fold(g);
+    test_layer(g);
     test_row_ops(g, c);
     test_rope(g, c);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
@@ -717,6 +857,32 @@ static void test_graphs(void) {
     remove(out);
 }
 
+/* The engine with and without the whole-layer kernel (OB_CUDA_LAYER=0): the same logits, bit for
+ * bit, token by token through two interleaved sequences (recorded steps, spans of attention). */
+static void test_layer_engine(void) {
+    static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"llama", "q8_0"}, {"bitnet", "tq2_0"}};
+    const int steps = 100;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char src[128], out[256];
+        snprintf(src, sizeof src, "tests/golden/%s", models[i].dir);
+        snprintf(out, sizeof out, "%s/cuda-layer-%s.gguf", ob_test_tmpdir(), models[i].dir);
+        char *argv[] = {"convert", src, "-o", out, "--type", (char *)models[i].type, NULL};
+        CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+        int nv0 = 0, nv1 = 0;
+        float *ops = ob_test_decode_two(out, "cuda", "OB_CUDA_LAYER", "0", steps, &nv0),
+              *lay = ob_test_decode_two(out, "cuda", NULL, NULL, steps, &nv1);
+        CHECK(ops && lay && nv0 == nv1);
+        if (ops && lay && nv0 == nv1) {
+            const double dm = max_abs_diff(ops, lay, (size_t)2 * (steps + 1) * nv0);
+            if (dm != 0 || ob_test_verbose) fprintf(stderr, "  cuda layer kernel %s/%s: max|diff| %.3g (must be 0)\n", models[i].dir, models[i].type, dm);
+            CHECK(dm == 0);
+        }
+        free(ops);
+        free(lay);
+        remove(out);
+    }
+}
+
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference
  * dequantization (src/backend/cuda/cuda_q8_check.cu): needs a CUDA=1 build, not a GPU. */
 OB_SUITE(cuda_host) {
@@ -736,6 +902,7 @@ OB_SUITE(cuda_golden) {
     gpu_free(g);
     ob_test_golden_device("cuda");
     test_graphs();
+    test_layer_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

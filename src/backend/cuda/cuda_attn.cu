@@ -25,153 +25,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_attn.cuh"
 #include "backend/cuda/cuda_int.h"
-
-#define AT_WARPS 4
-#define AT_MAXK 8 /* head_dim up to 256 = 8 values per lane */
-#define AT_UNROLL 4    /* positions a warp takes per step */
-#define AT_SPLIT_MAX (AT_WARPS * AT_MAXK * 32) /* spans per token: their merge weights reuse the warps' merge buffer */
-#define AT_SPAN_MIN (AT_WARPS * AT_UNROLL) /* positions: a token's context is cut into spans no shorter than one step of the block */
-
-__device__ __forceinline__ float kv_elem(const uint8_t *row, int type, int d) {
-    if (type == OB_TYPE_F16) return __half2float(((const __half *)row)[d]);
-    if (type == OB_TYPE_F32) return ((const float *)row)[d];
-    const uint8_t *b = row + (d >> 5) * 34; /* q8_0 */
-    return __half2float(*(const __half *)b) * (float)(int8_t)b[2 + (d & 31)];
-}
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
                                                           float *part, int *cnt) {
+    __shared__ at_smem sh;
     cu_dep();
-    const int h = blockIdx.x, i = blockIdx.y, split = blockIdx.z;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
-    /* this token's spans: ns of the n_split blocks, none shorter than AT_SPAN_MIN positions
-     * (decided here from the position on the device, so a recorded graph stays right as the
-     * context grows); the blocks past them end at once */
-    const int np = a.pos[i] + 1, ns = min(n_split, (np + AT_SPAN_MIN - 1) / AT_SPAN_MIN), span = (np + ns - 1) / ns;
-    if (split >= ns) return;
-    const int p0 = split * span, p1 = min(np, p0 + span);
-    const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
-    const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
-    const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
-    float qv[AT_MAXK], acc[AT_MAXK];
-#pragma unroll
-    for (int k = 0; k < AT_MAXK; k++) {
-        const int d = lane + 32 * k;
-        qv[k] = d < hd ? q[d] * a.scale : 0.0f;
-        acc[k] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-    /* AT_UNROLL positions per step (p, p + AT_WARPS, ...): their K and V loads are in flight together */
-    for (int p = p0 + warp; p < p1; p += AT_WARPS * AT_UNROLL) {
-        float sc[AT_UNROLL];
-#pragma unroll
-        for (int u = 0; u < AT_UNROLL; u++) {
-            const int pu = p + u * AT_WARPS;
-            sc[u] = 0.0f;
-            if (pu < p1) {
-                const uint8_t *kr = kb + (size_t)pu * krb;
-#pragma unroll
-                for (int k = 0; k < AT_MAXK; k++) {
-                    const int d = lane + 32 * k;
-                    if (d < hd) sc[u] = fmaf(qv[k], kv_elem(kr, a.type_k, d), sc[u]);
-                }
-            }
-        }
-        float mn = m;
-#pragma unroll
-        for (int u = 0; u < AT_UNROLL; u++) {
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
-            if (p + u * AT_WARPS < p1) mn = fmaxf(mn, sc[u]);
-        }
-        const float corr = __expf(m - mn); /* mn is finite: position p is in the span */
-        float e[AT_UNROLL];
-        l *= corr;
-#pragma unroll
-        for (int u = 0; u < AT_UNROLL; u++) {
-            e[u] = p + u * AT_WARPS < p1 ? __expf(sc[u] - mn) : 0.0f;
-            l += e[u];
-        }
-        m = mn;
-#pragma unroll
-        for (int k = 0; k < AT_MAXK; k++) {
-            const int d = lane + 32 * k;
-            if (d >= hd) continue;
-            float o = acc[k] * corr;
-#pragma unroll
-            for (int u = 0; u < AT_UNROLL; u++)
-                if (p + u * AT_WARPS < p1) o += e[u] * kv_elem(vb + (size_t)(p + u * AT_WARPS) * vrb, a.type_v, d);
-            acc[k] = o;
-        }
-    }
-    /* merge the warps */
-    __shared__ float sm[AT_WARPS], sl[AT_WARPS], so[AT_WARPS][AT_MAXK * 32];
-    if (lane == 0) { sm[warp] = m; sl[warp] = l; }
-#pragma unroll
-    for (int k = 0; k < AT_MAXK; k++) so[warp][lane + 32 * k] = acc[k];
-    __syncthreads();
-    if (warp != 0) return;
-    float M = -INFINITY;
-    for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, sm[w]);
-    float L = 0.0f, o[AT_MAXK];
-#pragma unroll
-    for (int k = 0; k < AT_MAXK; k++) o[k] = 0.0f;
-    for (int w = 0; w < AT_WARPS; w++) {
-        const float f = sm[w] == -INFINITY ? 0.0f : __expf(sm[w] - M);
-        L += sl[w] * f;
-#pragma unroll
-        for (int k = 0; k < AT_MAXK; k++) o[k] += so[w][lane + 32 * k] * f;
-    }
-    if (ns == 1) {
-        float *out = a.out + ((size_t)i * a.n_head + h) * hd;
-        const float inv = L > 0 ? 1.0f / L : 0.0f;
-#pragma unroll
-        for (int k = 0; k < AT_MAXK; k++)
-            if (lane + 32 * k < hd) out[lane + 32 * k] = o[k] * inv;
-        return;
-    }
-    float *pp = part + (((size_t)i * a.n_head + h) * n_split + split) * (hd + 2);
-    if (lane == 0) { pp[0] = M; pp[1] = L; }
-#pragma unroll
-    for (int k = 0; k < AT_MAXK; k++)
-        if (lane + 32 * k < hd) pp[2 + lane + 32 * k] = o[k];
-    /* the last of the token's ns spans to finish merges them all, and resets the counter */
-    __threadfence();
-    __syncwarp(); /* every lane's stores are fenced before lane 0 counts the span */
-    int last = 0;
-    if (lane == 0) last = atomicAdd(&cnt[(size_t)i * a.n_head + h], 1) == ns - 1;
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
-    __threadfence();
-    const float *pb = part + ((size_t)i * a.n_head + h) * n_split * (hd + 2);
-    /* lanes take spans for the max and the sum (a span with no position holds max -inf, sum 0),
-     * then every span's weight exp(m_s - M) / L goes to shared memory for the vectors */
-    float *wsp = so[0]; /* AT_SPLIT_MAX floats: ns <= n_split fits (cu_attention) */
-    __syncwarp();       /* every lane has read so */
-    M = -INFINITY;
-    for (int sp = lane; sp < ns; sp += 32) M = fmaxf(M, __ldcg(pb + (size_t)sp * (hd + 2)));
-#pragma unroll
-    for (int o2 = 16; o2 > 0; o2 >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o2));
-    L = 0.0f;
-    for (int sp = lane; sp < ns; sp += 32) {
-        const float ms = __ldcg(pb + (size_t)sp * (hd + 2));
-        const float f = ms != -INFINITY ? __expf(ms - M) : 0.0f;
-        wsp[sp] = f;
-        L += __ldcg(pb + (size_t)sp * (hd + 2) + 1) * f;
-    }
-#pragma unroll
-    for (int o2 = 16; o2 > 0; o2 >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o2);
-    __syncwarp();
-    const float inv = L > 0 ? 1.0f / L : 0.0f;
-    float *out = a.out + ((size_t)i * a.n_head + h) * hd;
-    for (int d = lane; d < hd; d += 32) {
-        float od = 0.0f;
-#pragma unroll 8
-        for (int sp = 0; sp < ns; sp++) od += __ldcg(pb + (size_t)sp * (hd + 2) + 2 + d) * wsp[sp];
-        out[d] = od * inv;
-    }
-    if (lane == 0) cnt[(size_t)i * a.n_head + h] = 0;
+    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); });
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -369,14 +230,9 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
     return 1;
 }
 
-void cu_attention(cu_state *s, const ob_attn_args *a) {
-    if (a->head_dim > AT_MAXK * 32) {
-        fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
-        abort();
-    }
-    const int kv_dim = a->n_head_kv * a->head_dim;
-    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
-    const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
+/* The spans a token of the decode attention is cut into at most, for a's shapes; reserves the
+ * spans' scratch and counters (shared with the whole-layer kernel, cuda_layer.cu). */
+int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     /* spans: fixed by the shapes alone (not by the positions), so that a recorded decode step can
      * be replayed as the context grows: for short batches (decode) enough for the longest context
      * (blocks of a token's unused spans end at once), capped at 16 blocks per SM; for long prompts
@@ -394,6 +250,18 @@ void cu_attention(cu_state *s, const ob_attn_args *a) {
         if (s->attn_cnt_cap != had) /* a new counter array: zero once, the merging blocks reset their own */
             cu_check(cudaMemsetAsync(s->attn_cnt, 0, s->attn_cnt_cap, s->stream), "attention counters");
     }
+    return n_split;
+}
+
+void cu_attention(cu_state *s, const ob_attn_args *a) {
+    if (a->head_dim > AT_MAXK * 32) {
+        fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
+        abort();
+    }
+    const int kv_dim = a->n_head_kv * a->head_dim;
+    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
+    const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
+    const int n_split = cu_attn_splits(s, a);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt);
 }

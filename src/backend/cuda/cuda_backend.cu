@@ -142,6 +142,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->fold = fo && !strcmp(fo, "1");
     const char *mq = getenv("OB_CUDA_MMQ");
     s->mmq = mq && !strcmp(mq, "1");
+    const char *ly = getenv("OB_CUDA_LAYER");
+    s->layer = !(ly && !strcmp(ly, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
@@ -172,7 +174,7 @@ static void cu_free(ob_backend *b) {
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -360,6 +362,20 @@ static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
     PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", bytes, attention_any(s, &d, a));
 }
 
+static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
+    cu_state *s = st(b);
+    if (!cu_layer_ok(s, l)) return 0;
+    xq_forget(s);
+    ob_layer_args d = *l;
+    d.attn.pos = cu_idx(s, l->attn.pos, 1);
+    d.attn.seq = cu_idx(s, l->attn.seq, 1);
+    double bytes = 0;
+    const ob_weight *ws[7] = {l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_up, l->ffn_down};
+    for (int i = 0; i < 7; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
+    PROF(s, "layer n=1", bytes, cu_layer(s, &d));
+    return 1;
+}
+
 static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) {
     cu_state *s = st(b);
     xq_forget(s);
@@ -446,6 +462,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->matmul_glu = cu_op_matmul_glu;
     b->rope_kv = cu_op_rope_kv;
     b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
+    b->layer_decode = cu_op_layer_decode;
     b->host_alloc = cu_host_alloc;
     b->host_free = cu_host_free;
     return b;

@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_q8.cuh"
+#include "backend/cuda/cuda_stage.cuh"
 
 #define GV_THREADS 128
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
@@ -62,20 +63,6 @@ struct gv_args {
     float2 *fxs;      /* [n][n_out] here, for the next matmul; fcnt counts the finished blocks */
     int *fcnt;
 };
-
-/* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
- * and the next span starts 16-byte aligned. */
-__host__ __device__ __forceinline__ size_t gv_span(size_t len) { return (len + 30 + 15) & ~(size_t)15; }
-
-/* Copies bytes [src, src + len) to dst (16-byte aligned) from the 16-byte boundary below src;
- * returns where src's first byte landed. Reads up to 15 bytes on each side of the span, inside
- * the same 16-byte words (uploads are padded: cuda_backend.cu). */
-__device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *src, size_t len) {
-    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
-    const int n16 = (int)((a - a0 + len + 15) >> 4);
-    for (int i = threadIdx.x; i < n16; i += GV_THREADS) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
-    return dst + (a - a0);
-}
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
 __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int r) {
@@ -167,7 +154,6 @@ __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, in
  * sb = 32 w + l, 32 w + l + 128, ... (a block's rows are rarely a multiple of four for long rows,
  * which left a warp idle); red gets each warp's part (the epilogue adds the four in order). Which
  * layout a row gets depends on its length only, so the sums do not depend on R either. */
-#define GV_SPLIT_SB 128
 template <int T, int NT, int RMAX>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                            const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
@@ -223,8 +209,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
     const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
     const size_t stride = gv_span((size_t)a.R * a.rb);
-    const uint8_t *base0 = gv_stage(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-    const uint8_t *base1 = glu ? gv_stage(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+    const uint8_t *base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+    const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
     __pipeline_commit();
     cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
     __pipeline_wait_prior(0);

@@ -100,6 +100,10 @@ typedef struct {
     int fold;              /* OB_CUDA_FOLD=1: a decode GLU's last block writes its output's codes (cuda_gemv.cu; not yet run on a GPU) */
     int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
+    int layer;             /* whole-layer decode kernel (cuda_layer.cu), unless OB_CUDA_LAYER=0 */
+    unsigned *layer_bar;   /* its grid barrier: [0] blocks arrived, [1] generation; zeroed once */
+    size_t layer_bar_cap;
+    int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
@@ -214,5 +218,11 @@ void cu_attention_tiles_init(cu_state *s);
  * launched, the batch does not suit it); krb..vhb as cu_attention computes them */
 int cu_attention_mma(cu_state *s, const ob_attn_args *a, size_t krb, size_t vrb, size_t khb, size_t vhb);
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
+/* spans per token of the decode attention (reserves their scratch: s->attn_part, s->attn_cnt) */
+int cu_attn_splits(cu_state *s, const ob_attn_args *a);
+/* cuda_layer.cu: one decode layer in one launch (backend.h's layer_decode; l's pos / seq on the
+ * device), 0 without launching anything when the layer does not suit the kernel */
+int cu_layer_ok(cu_state *s, const ob_layer_args *l);
+void cu_layer(cu_state *s, const ob_layer_args *l);
 
 #endif

@@ -11,56 +11,9 @@
 
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_q8.cuh"
+#include "backend/cuda/cuda_rows.cuh"
 
 #define OPS_THREADS 256
-
-/* The row ops on row x[dim] into y (y may be x; NULL: codes only): with norm, y = x / sqrt(mean(x^2)
- * + eps) * w (w may be NULL); with aq, then BitNet's act_quant_i8 on y; with q, then y's codes for
- * the int8 matmul path (quant_regs), so that the projections reading y need no quantizer of their
- * own. The block holds the whole row in registers (thread t: elements t + k * blockDim, k < PER)
- * and computes every statistic over the whole row, but writes only y's and the codes' elements in
- * [lo, hi): decode-sized batches spread a row's writes over several blocks (one SM alone spent 5-10
- * us on a row's codes), while every block's arithmetic, and so every value, stays that of one
- * block doing the whole row. Each step takes the values the previous one wrote: the same
- * arithmetic as the separate ops. */
-template <int PER>
-__device__ __forceinline__ void rows_regs(const float *xi, const float *w, float *yi, int dim, float eps, int norm, int aq, int8_t *qi,
-                                          float2 *xsi, int lo, int hi) {
-    const int bd = blockDim.x, t = threadIdx.x;
-    float v[PER];
-#pragma unroll
-    for (int k = 0; k < PER; k++) v[k] = t + k * bd < dim ? xi[t + k * bd] : 0.0f;
-    if (norm) {
-        float ss = 0.0f;
-#pragma unroll
-        for (int k = 0; k < PER; k++) ss = fmaf(v[k], v[k], ss);
-        ss = block_reduce<false>(ss);
-        const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-#pragma unroll
-        for (int k = 0; k < PER; k++)
-            if (t + k * bd < dim) v[k] = v[k] * inv * (w ? w[t + k * bd] : 1.0f);
-    }
-    if (aq) {
-        float mx = 0.0f;
-#pragma unroll
-        for (int k = 0; k < PER; k++) mx = fmaxf(mx, fabsf(v[k]));
-        mx = block_reduce<true>(mx);
-        if (mx < 1e-5f) mx = 1e-5f;
-        const float sc = (1.0f / mx) * 127.0f;
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const float c = fminf(fmaxf(rintf(v[k] * sc), -128.0f), 127.0f);
-            v[k] = c / sc; /* zeros past dim stay zeros */
-        }
-    }
-    if (yi && (norm || aq))
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int e = t + k * bd;
-            if (e >= lo && e < hi) yi[e] = v[k];
-        }
-    if (qi) quant_regs<PER>(v, dim, lo, hi, qi, xsi);
-}
 
 /* Row blockIdx.x, its elements [blockIdx.y * slice, + slice). */
 template <int PER, int TH>
@@ -150,57 +103,12 @@ void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y,
     rows_op(s, x, w, y, n, dim, eps, 1, 1);
 }
 
-/* Element e of a row into its cache row dst: f32 / f16 one element per thread; q8_0 one warp
- * per 32-element block (all 32 lanes of the warp call with the same e / 32). */
-__device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *src, int e) {
-    const float v = src[e];
-    if (type == OB_TYPE_Q8_0) {
-        float amax = fabsf(v);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint8_t *blk = dst + (size_t)(e / 32) * 34;
-        if ((e & 31) == 0) *(__half *)blk = __float2half_rn(d);
-        blk[2 + (e & 31)] = (uint8_t)(int8_t)roundf(v * id);
-    } else if (type == OB_TYPE_F16) {
-        ((__half *)dst)[e] = __float2half_rn(v);
-    } else {
-        ((float *)dst)[e] = v;
-    }
-}
-
 __global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                            const int32_t *seq, size_t row_bytes) {
     cu_dep();
     const int i = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= dim) return; /* q8_0: dim is a multiple of 32, whole warps leave together */
     kv_store(cache + ((size_t)seq[i] * n_ctx + pos[i]) * row_bytes, type, x + (size_t)i * dim, e);
-}
-
-/* The cos / sin of token i's pairs into cs[half], cs[half + k] (double, as the reference). */
-__device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r) {
-    const int half = r.n_rot / 2;
-    for (int k = threadIdx.x; k < half; k += blockDim.x) {
-        double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
-        if (r.freq_factors) inv_freq /= r.freq_factors[k];
-        const double ang = (double)pos * r.freq_scale * inv_freq;
-        cs[k] = (float)cos(ang);
-        cs[half + k] = (float)sin(ang);
-    }
-}
-
-/* Rotates the n_head heads of one token's row x, every (head, pair) by its own thread. */
-__device__ __forceinline__ void rope_row(float *x, int n_head, int head_dim, const float *cs, const ob_rope &r) {
-    const int half = r.n_rot / 2;
-    for (int e = threadIdx.x; e < n_head * half; e += blockDim.x) {
-        const int h = e / half, k = e % half;
-        const float c = cs[k], sn = cs[half + k];
-        const int a = r.style == OB_ROPE_NEOX ? k : 2 * k, b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
-        float *v = x + (size_t)h * head_dim;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * sn;
-        v[b] = x0 * sn + x1 * c;
-    }
 }
 
 /* One block per token: the angles once in shared memory, then every (head, pair). */

@@ -1,0 +1,29 @@
+/* cuda_stage.cuh — staging weight rows in shared memory and the per-row sum layout of the int8
+ * decode matmuls, shared by the decode matmul kernel (cuda_gemv.cu) and the whole-layer decode
+ * kernel (cuda_layer.cu), so that both make the same sums.
+ */
+#ifndef OB_CUDA_STAGE_CUH
+#define OB_CUDA_STAGE_CUH
+
+#include <cuda_pipeline.h>
+#include <stdint.h>
+
+/* Rows of at least this many 32-element sub-blocks are split over four warps (warp w, lane l:
+ * sub-blocks 32 w + l, + 128, ...), shorter ones take one warp (lane l: l, l + 32, ...). */
+#define GV_SPLIT_SB 128
+
+/* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
+ * and the next span starts 16-byte aligned. */
+__host__ __device__ __forceinline__ size_t gv_span(size_t len) { return (len + 30 + 15) & ~(size_t)15; }
+
+/* Copies bytes [src, src + len) to dst (16-byte aligned) from the 16-byte boundary below src with
+ * the TH threads of the block; returns where src's first byte landed. Reads up to 15 bytes on
+ * each side of the span, inside the same 16-byte words (uploads are padded: cuda_backend.cu). */
+template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *src, size_t len) {
+    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
+    const int n16 = (int)((a - a0 + len + 15) >> 4);
+    for (int i = threadIdx.x; i < n16; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
+    return dst + (a - a0);
+}
+
+#endif
