@@ -144,6 +144,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->mmq = mq && !strcmp(mq, "1");
     const char *ly = getenv("OB_CUDA_LAYER");
     s->layer = !(ly && !strcmp(ly, "0"));
+    const char *lt = getenv("OB_CUDA_LAYER_TRACE");
+    s->layer_trace = lt && !strcmp(lt, "1");
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
@@ -171,10 +173,11 @@ static void cu_free(ob_backend *b) {
     cudaSetDevice(s->dev);
     if (s->stream) cudaStreamSynchronize(s->stream);
     cu_prof_report(s);
+    cu_layer_trace_report(s);
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);

@@ -103,6 +103,9 @@ typedef struct {
     int layer;             /* whole-layer decode kernel (cuda_layer.cu), unless OB_CUDA_LAYER=0 */
     unsigned *layer_bar;   /* its grid barrier: [0] blocks arrived, [1] generation; zeroed once */
     size_t layer_bar_cap;
+    int layer_trace;       /* OB_CUDA_LAYER_TRACE=1: time the layer kernel's stretches (printed at the end) */
+    unsigned long long *layer_ticks;
+    size_t layer_ticks_cap;
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -224,5 +227,6 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a);
  * device), 0 without launching anything when the layer does not suit the kernel */
 int cu_layer_ok(cu_state *s, const ob_layer_args *l);
 void cu_layer(cu_state *s, const ob_layer_args *l);
+void cu_layer_trace_report(cu_state *s);
 
 #endif

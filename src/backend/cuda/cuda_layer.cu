@@ -72,12 +72,18 @@ struct mk_args {
     ob_rope rope;
     float eps;
     unsigned *bar;
+    unsigned long long *trace; /* OB_CUDA_LAYER_TRACE=1: block 0's cycles per stretch (MK_STAMPS), then launches */
 };
 
 /* ---- the grid barrier ------------------------------------------------------------------- */
 __device__ __forceinline__ unsigned mk_ld_acquire(const unsigned *p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned mk_ld_relaxed(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
@@ -94,7 +100,7 @@ __device__ __forceinline__ void mk_sync(unsigned *bar) {
             atomicAdd(bar + 1, 1);
         } else {
             const long long t0 = clock64();
-            while (mk_ld_acquire(bar + 1) == gen)
+            while (mk_ld_relaxed(bar + 1) == gen)
                 if (clock64() - t0 > (1ll << 33)) __trap(); /* a block never came: not all resident */
         }
         mk_ld_acquire(bar + 1);
@@ -134,13 +140,15 @@ __device__ __forceinline__ void mk_stage(const mk_args &a, mk_it c, uint8_t *buf
     if (P.ep == MK_GLU) gv_stage<MK_THREADS>(buf + gv_span((size_t)P.R * J.rb), P.U + (size_t)r0 * J.rb, (size_t)nr * J.rb);
 }
 
-/* The phase's input codes into q / xs: the row ops' arithmetic (cuda_ops.cu, 256 threads). */
+/* The phase's input codes into q / xs: the row ops' arithmetic (cuda_ops.cu: 256 threads up to
+ * MK_NORM_MAX values; a longer row has no norm, and the codes' statistics are maxima, the same
+ * for any block size). Rows up to MK_NORM_MAX in registers: all their loads in flight at once. */
 __device__ __forceinline__ void mk_codes(const mk_phase &P, float eps, int8_t *q, float2 *xs) {
     const int dim = P.n_in, norm = P.norm != NULL;
-    if (!norm && !P.aq) quant_rows_mem(P.src, 1, dim, q, xs); /* max statistics: any block size */
-    else if (dim <= 8 * MK_THREADS) rows_regs<8>(P.src, P.norm, NULL, dim, eps, norm, P.aq, q, xs, 0, dim);
+    if (dim <= 8 * MK_THREADS) rows_regs<8>(P.src, P.norm, NULL, dim, eps, norm, P.aq, q, xs, 0, dim);
     else if (dim <= 16 * MK_THREADS) rows_regs<16>(P.src, P.norm, NULL, dim, eps, norm, P.aq, q, xs, 0, dim);
-    else rows_regs<32>(P.src, P.norm, NULL, dim, eps, norm, P.aq, q, xs, 0, dim);
+    else if (dim <= 32 * MK_THREADS) rows_regs<32>(P.src, P.norm, NULL, dim, eps, norm, P.aq, q, xs, 0, dim);
+    else quant_rows_mem(P.src, 1, dim, q, xs); /* (longer rows: eight loads a thread in flight) */
 }
 
 /* The staged rows' sums into red[row][part] (four parts, summed in order by the epilogue): a row
@@ -230,13 +238,12 @@ __device__ __forceinline__ void mk_item(const mk_args &a, mk_it c, const uint8_t
 }
 
 /* ---- RoPE and the caches, attention ------------------------------------------------------ */
-/* Block g < n_head_kv: KV head g's query heads and K head rotated, K and V into the caches (k_rope_kv). */
-__device__ __forceinline__ void mk_rope_kv(const mk_args &a, float *cs) {
+/* Block g < n_head_kv: KV head g's query heads and K head rotated (angles cs: rope_angles), K and
+ * V into the caches (k_rope_kv). */
+__device__ __forceinline__ void mk_rope_kv(const mk_args &a, const float *cs) {
     const ob_attn_args &t = a.at;
     const int g = blockIdx.x, hd = t.head_dim, gq = t.n_head / t.n_head_kv;
     if (g >= t.n_head_kv) return;
-    rope_angles(cs, t.pos[0], a.rope);
-    __syncthreads();
     float *q = (float *)t.q, *k = a.ph[MK_QKV].job[1].y;
     const float *v = a.ph[MK_QKV].job[2].y;
     rope_row(q + (size_t)g * gq * hd, gq, hd, cs, a.rope);
@@ -260,27 +267,50 @@ __device__ __forceinline__ void mk_attention(const mk_args &a, at_smem *sh) {
     }
 }
 
+#define MK_STAMPS 16
 __global__ void __launch_bounds__(MK_THREADS, 2) k_layer(const mk_args a) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[2 * MK_RMAX][4];
+    __shared__ float cs[AT_MAXK * 32]; /* RoPE's cos and sin of this token */
     uint8_t *buf = smem;
     int8_t *xq = (int8_t *)(smem + 2 * MK_BUF);
     float2 *xs = (float2 *)(smem + 2 * MK_BUF + MK_CODES);
+    const bool tr = a.trace && blockIdx.x == 0 && threadIdx.x == 0;
+    long long t_last = clock64();
+    int si = 0;
+    auto stamp = [&] {
+        if (tr) {
+            const long long t = clock64();
+            a.trace[si] += (unsigned long long)(t - t_last);
+            t_last = t;
+        }
+        si++;
+    };
     int b = 0;
     mk_it cur = mk_from(a, 0, blockIdx.x);
-    if (cur.ph < MK_NPH) mk_stage(a, cur, buf); /* weights: before the previous kernel has ended */
+    if (cur.ph < MK_NPH) mk_stage(a, cur, buf); /* weights and angles: before the previous kernel has ended */
     __pipeline_commit();
+    if (blockIdx.x < a.at.n_head_kv) rope_angles(cs, a.at.pos[0], a.rope); /* positions: copied before the previous kernel */
     cu_dep();
+    stamp();
     for (int ph = 0; ph < MK_NPH; ph++) {
-        if (ph == MK_WO) { /* the codes' space holds RoPE's angles, then the attention's merge buffers */
+        if (ph == MK_WO) { /* the codes' space holds the attention's merge buffers */
             mk_sync(a.bar);
-            mk_rope_kv(a, (float *)xq);
+            stamp();
+            mk_rope_kv(a, cs);
+            stamp();
             mk_sync(a.bar);
+            stamp();
             mk_attention(a, (at_smem *)xq);
+            stamp();
         }
-        if (ph > 0) mk_sync(a.bar);
+        if (ph > 0) {
+            mk_sync(a.bar);
+            stamp();
+        }
         mk_codes(a.ph[ph], a.eps, xq, xs);
         __syncthreads();
+        stamp();
         while (cur.ph == ph) {
             const mk_it nxt = mk_from(a, cur.ph, cur.it + gridDim.x);
             if (nxt.ph < MK_NPH) mk_stage(a, nxt, buf + (b ^ 1) * MK_BUF);
@@ -291,7 +321,9 @@ __global__ void __launch_bounds__(MK_THREADS, 2) k_layer(const mk_args a) {
             b ^= 1;
             cur = nxt;
         }
+        stamp();
     }
+    if (tr) a.trace[MK_STAMPS]++;
 }
 
 /* ---- host ---------------------------------------------------------------------------------- */
@@ -398,5 +430,29 @@ void cu_layer(cu_state *s, const ob_layer_args *l) {
         if (s->layer_bar) cu_check(cudaMemsetAsync(s->layer_bar, 0, 2 * sizeof(unsigned), s->stream), "layer barrier");
     }
     a.bar = s->layer_bar;
+    if (s->layer_trace && !s->layer_ticks) {
+        cu_reserve(s, (void **)&s->layer_ticks, &s->layer_ticks_cap, (MK_STAMPS + 1) * sizeof(unsigned long long));
+        if (s->layer_ticks) cu_check(cudaMemsetAsync(s->layer_ticks, 0, (MK_STAMPS + 1) * sizeof(unsigned long long), s->stream), "layer trace");
+    }
+    a.trace = s->layer_trace ? s->layer_ticks : NULL;
     cu_launch(s, "layer", (unsigned)s->layer_grid, MK_THREADS, MK_SMEM, k_layer, a);
+}
+
+void cu_layer_trace_report(cu_state *s) {
+    if (!s->layer_ticks) return;
+    unsigned long long t[MK_STAMPS + 1];
+    if (cudaMemcpy(t, s->layer_ticks, sizeof t, cudaMemcpyDeviceToHost) != cudaSuccess || !t[MK_STAMPS]) return;
+    static const char *name[MK_STAMPS] = {"wait previous", "qkv codes", "qkv rows", "barrier", "rope+kv", "barrier", "attention",
+                                          "barrier", "wo codes", "wo rows", "barrier", "ffn codes", "ffn rows", "barrier",
+                                          "down codes", "down rows"};
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, s->dev);
+    double total = 0;
+    fprintf(stderr, "layer kernel, block 0, %llu launches (us each at %.2f GHz):", t[MK_STAMPS], khz / 1e6);
+    for (int i = 0; i < MK_STAMPS; i++) {
+        const double us = (double)t[i] / t[MK_STAMPS] / (khz / 1e3);
+        total += us;
+        fprintf(stderr, " %s %.2f;", name[i], us);
+    }
+    fprintf(stderr, " total %.2f\n", total);
 }

@@ -152,10 +152,12 @@ __device__ __forceinline__ void quant_rows_mem(const float *y, int n, int dim, i
     for (int i = 0; i < n; i++) {
         const float *yi = y + (size_t)i * dim;
         float amax = 0.0f;
+#pragma unroll 8
         for (int e = t; e < dim; e += bd) amax = fmaxf(amax, fabsf(__ldcg(yi + e)));
         amax = block_reduce<true>(amax);
         const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
         float off = 0.0f;
+#pragma unroll 8
         for (int e = t; e < dim; e += bd) off = fmaxf(off, quant_off(__ldcg(yi + e), idr));
         off = block_reduce<true>(off);
         const bool row_mode = amax > 0.0f && off == 0.0f;
