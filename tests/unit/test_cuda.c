@@ -752,6 +752,13 @@ static void test_layer(ob_backend *g) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_layer(g, &cases[i], cases[i].n_ctx > 64 ? far : near, 10);
+    ob_backend *g1 = gpu_new_with("OB_CUDA_LAYER_BPS", "1"); /* one block per SM: other items, the same bits */
+    CHECK(g1 != NULL);
+    if (g1) {
+        check_layer(g1, &cases[0], far, 10);
+        check_layer(g1, &cases[2], far, 10);
+        gpu_free(g1);
+    }
     /* a layer the kernel does not take (f16 weights) is refused, nothing launched */
     layer_case f = {OB_TYPE_F16, OB_TYPE_F16, 256, 4, 4, 64, 512, OB_TYPE_F16, 0, OB_ROPE_NORM, 64};
     ob_weight w[7];

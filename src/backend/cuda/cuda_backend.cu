@@ -146,6 +146,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->layer = !(ly && !strcmp(ly, "0"));
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");
     s->layer_trace = lt && !strcmp(lt, "1");
+    const char *lb = getenv("OB_CUDA_LAYER_BPS");
+    s->layer_bps = lb ? atoi(lb) : 0;
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);

@@ -107,6 +107,7 @@ typedef struct {
     unsigned long long *layer_ticks;
     size_t layer_ticks_cap;
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
+    int layer_bps;         /* OB_CUDA_LAYER_BPS: its blocks per SM at most (default 2) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */

@@ -238,11 +238,11 @@ __device__ __forceinline__ void mk_item(const mk_args &a, mk_it c, const uint8_t
 }
 
 /* ---- RoPE and the caches, attention ------------------------------------------------------ */
-/* Block g < n_head_kv: KV head g's query heads and K head rotated (angles cs: rope_angles), K and
+/* The last n_head_kv blocks (g counted from the end; block 0 times the stretches): KV head g's query heads and K head rotated (angles cs: rope_angles), K and
  * V into the caches (k_rope_kv). */
 __device__ __forceinline__ void mk_rope_kv(const mk_args &a, const float *cs) {
     const ob_attn_args &t = a.at;
-    const int g = blockIdx.x, hd = t.head_dim, gq = t.n_head / t.n_head_kv;
+    const int g = gridDim.x - 1 - blockIdx.x, hd = t.head_dim, gq = t.n_head / t.n_head_kv;
     if (g >= t.n_head_kv) return;
     float *q = (float *)t.q, *k = a.ph[MK_QKV].job[1].y;
     const float *v = a.ph[MK_QKV].job[2].y;
@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(MK_THREADS, 2) k_layer(const mk_args a) {
     mk_it cur = mk_from(a, 0, blockIdx.x);
     if (cur.ph < MK_NPH) mk_stage(a, cur, buf); /* weights and angles: before the previous kernel has ended */
     __pipeline_commit();
-    if (blockIdx.x < a.at.n_head_kv) rope_angles(cs, a.at.pos[0], a.rope); /* positions: copied before the previous kernel */
+    if ((int)(gridDim.x - 1 - blockIdx.x) < a.at.n_head_kv) rope_angles(cs, a.at.pos[0], a.rope); /* positions: copied before the previous kernel */
     cu_dep();
     stamp();
     for (int ph = 0; ph < MK_NPH; ph++) {
@@ -386,7 +386,8 @@ static int mk_args_for(cu_state *s, const ob_layer_args *l, mk_args *a) {
         cu_check(cudaFuncSetAttribute(k_layer, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MK_SMEM), "layer kernel (shared memory)");
         int occ = 0;
         cu_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_layer, MK_THREADS, MK_SMEM), "layer kernel (occupancy)");
-        s->layer_grid = (occ > 2 ? 2 : occ) * s->sm_count;
+        const int cap = s->layer_bps > 0 ? s->layer_bps : 2;
+        s->layer_grid = (occ > cap ? cap : occ) * s->sm_count;
         if (s->layer_grid <= 0) s->layer_grid = -1;
     }
     const int grid = s->layer_grid;
