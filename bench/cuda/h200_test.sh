@@ -53,7 +53,7 @@ quick)
     # throughput, occupancy, stall reasons and memory traffic of the whole-layer kernel (two launches)
     timeout 150 $NCU --clock-control none --kernel-name regex:k_layer --launch-skip 100 --launch-count 2 --section SpeedOfLight \
         --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
-        ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-layer.txt 2>/dev/null ;;
+        env OB_CUDA_LAYER=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-layer.txt 2>/dev/null ;;
 check)
     waitfor bn-tq1_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt

@@ -575,56 +575,6 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     free(kc); free(vc); free(back); free(rows); free(pos); free(seq); free(q); free(out);
 }
 
-/* The same quantized weight uploaded to two backends. */
-static void weight_pair(ob_backend *g1, ob_backend *g2, int type, int64_t n_in, int64_t n_out, ob_weight *w1, ob_weight *w2) {
-    void *wq = random_quantized(type, n_in, n_out, 1);
-    *w1 = weight_on(g1, type, n_in, n_out, wq);
-    *w2 = weight_on(g2, type, n_in, n_out, wq);
-    free(wq);
-}
-
-/* OB_CUDA_FOLD=1: the codes a decode GLU's last block writes for the next matmul are the
- * quantizer's own: GLU then ffn_down give the default backend's bits (a wrong code, scale or a
- * stale tag would not). */
-static void test_fold(ob_backend *g) {
-    ob_backend *gf = gpu_new_with("OB_CUDA_FOLD", "1");
-    CHECK(gf != NULL);
-    if (!gf) return;
-    static const int types[] = {OB_TYPE_Q4_0, OB_TYPE_Q4_K, OB_TYPE_TQ2_0};
-    static const int ns[] = {1, 3, 8, 17, 32};
-    const int64_t d = 512, ff = 1536;
-    for (int ti = 0; ti < 3; ti++) {
-        ob_weight wg[2], wu[2], wd[2];
-        weight_pair(g, gf, types[ti], d, ff, &wg[0], &wg[1]);
-        weight_pair(g, gf, types[ti], d, ff, &wu[0], &wu[1]);
-        weight_pair(g, gf, types[ti], ff, d, &wd[0], &wd[1]);
-        const ob_act act = types[ti] == OB_TYPE_TQ2_0 ? OB_ACT_RELU2 : OB_ACT_SILU;
-        for (int k = 0; k < 5; k++) {
-            const int n = ns[k];
-            float *x = randf((size_t)n * d, 1.0f), *out[2], *mid[2];
-            for (int b = 0; b < 2; b++) {
-                ob_backend *be = b ? gf : g;
-                void *dx = dev_copy(be, x, (size_t)n * d * 4), *gate = dev_nan(be, (size_t)n * ff), *up = dev_nan(be, (size_t)n * ff),
-                     *dy = dev_nan(be, (size_t)n * d);
-                be->matmul_glu(be, act, &wg[b], &wu[b], dx, gate, up, n);
-                be->matmul(be, &wd[b], gate, dy, n);
-                mid[b] = dev_get(be, gate, (size_t)n * ff);
-                out[b] = dev_get(be, dy, (size_t)n * d);
-            }
-            double dm = max_abs_diff(mid[0], mid[1], (size_t)n * ff), dout = max_abs_diff(out[0], out[1], (size_t)n * d);
-            if (dm != 0 || dout != 0 || ob_test_verbose)
-                fprintf(stderr, "  cuda fold %s n=%d: glu max|diff| %.3g, next matmul %.3g (must be 0)\n", ob_type_name(types[ti]), n, dm, dout);
-            CHECK(dm == 0 && dout == 0);
-            for (int b = 0; b < 2; b++) {
-                free(mid[b]);
-                free(out[b]);
-            }
-            free(x);
-        }
-    }
-    gpu_free(gf);
-}
-
 /* ---- the whole-layer decode kernel: the same bits as the engine's ops ------------------- */
 typedef struct {
     int wt, dt;            /* weight types: Q, K, V, O, gate, up; ffn_down */
@@ -735,9 +685,12 @@ static void check_layer(ob_backend *g, const layer_case *lc, const int32_t *posi
     free(c2);
 }
 
-static void test_layer(ob_backend *g) {
-    CHECK(g->layer_decode != NULL);
-    if (!g->layer_decode) return;
+/* On a backend with the kernel on (OB_CUDA_LAYER=1; the default backend refuses every layer). */
+static void test_layer(ob_backend *g0) {
+    CHECK(g0->layer_decode != NULL);
+    ob_backend *g = gpu_new_with("OB_CUDA_LAYER", "1");
+    CHECK(g != NULL);
+    if (!g || !g0->layer_decode) return;
     static const int32_t near[] = {0, 1, 2, 3, 4, 5, 17, 18, 19, 40};
     static const int32_t far[] = {0, 1, 15, 16, 17, 63, 64, 300, 1000, 2999};
     static const layer_case cases[] = {
@@ -752,13 +705,7 @@ static void test_layer(ob_backend *g) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_layer(g, &cases[i], cases[i].n_ctx > 64 ? far : near, 10);
-    ob_backend *g1 = gpu_new_with("OB_CUDA_LAYER_BPS", "1"); /* one block per SM: other items, the same bits */
-    CHECK(g1 != NULL);
-    if (g1) {
-        check_layer(g1, &cases[0], far, 10);
-        check_layer(g1, &cases[2], far, 10);
-        gpu_free(g1);
-    }
+
     /* a layer the kernel does not take (f16 weights) is refused, nothing launched */
     layer_case f = {OB_TYPE_F16, OB_TYPE_F16, 256, 4, 4, 64, 512, OB_TYPE_F16, 0, OB_ROPE_NORM, 64};
     ob_weight w[7];
@@ -769,6 +716,12 @@ static void test_layer(ob_backend *g) {
     int32_t pos = 0, seq = 0;
     ob_layer_args l = layer_on(g, &f, w, norms, &r, &pos, &seq);
     CHECK(g->layer_decode(g, &l) == 0);
+    /* the default backend takes no layer */
+    layer_case q = cases[3];
+    for (int i = 0; i < 7; i++) w[i] = fused_weight(g0, OB_TYPE_Q8_0, shape[i][0], shape[i][1]);
+    ob_layer_args l0 = layer_on(g0, &q, w, norms, &r, &pos, &seq);
+    CHECK(g0->layer_decode(g0, &l0) == 0);
+    gpu_free(g);
 }
 
 OB_SUITE(cuda_kernels) {
@@ -782,7 +735,6 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
-    test_fold(g);
     test_layer(g);
     test_row_ops(g, c);
     test_rope(g, c);
@@ -864,8 +816,9 @@ static void test_graphs(void) {
     remove(out);
 }
 
-/* The engine with and without the whole-layer kernel (OB_CUDA_LAYER=0): the same logits, bit for
- * bit, token by token through two interleaved sequences (recorded steps, spans of attention). */
+/* The engine with the whole-layer kernel (OB_CUDA_LAYER=1) and without (the default): the same
+ * logits, bit for bit, token by token through two interleaved sequences (recorded steps, spans of
+ * attention). */
 static void test_layer_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"llama", "q8_0"}, {"bitnet", "tq2_0"}};
     const int steps = 100;
@@ -876,8 +829,8 @@ static void test_layer_engine(void) {
         char *argv[] = {"convert", src, "-o", out, "--type", (char *)models[i].type, NULL};
         CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
         int nv0 = 0, nv1 = 0;
-        float *ops = ob_test_decode_two(out, "cuda", "OB_CUDA_LAYER", "0", steps, &nv0),
-              *lay = ob_test_decode_two(out, "cuda", NULL, NULL, steps, &nv1);
+        float *ops = ob_test_decode_two(out, "cuda", NULL, NULL, steps, &nv0),
+              *lay = ob_test_decode_two(out, "cuda", "OB_CUDA_LAYER", "1", steps, &nv1);
         CHECK(ops && lay && nv0 == nv1);
         if (ops && lay && nv0 == nv1) {
             const double dm = max_abs_diff(ops, lay, (size_t)2 * (steps + 1) * nv0);

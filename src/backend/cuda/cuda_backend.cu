@@ -138,16 +138,14 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_tile = !at ? 2 : !strcmp(at, "0") ? 0 : !strcmp(at, "f32") ? 1 : 2;
     const char *pin = getenv("OB_CUDA_PINNED");
     s->pinned = !(pin && !strcmp(pin, "0"));
-    const char *fo = getenv("OB_CUDA_FOLD");
-    s->fold = fo && !strcmp(fo, "1");
     const char *mq = getenv("OB_CUDA_MMQ");
     s->mmq = mq && !strcmp(mq, "1");
     const char *ly = getenv("OB_CUDA_LAYER");
-    s->layer = !(ly && !strcmp(ly, "0"));
+    s->layer = ly && !strcmp(ly, "1");
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");
     s->layer_trace = lt && !strcmp(lt, "1");
-    const char *lb = getenv("OB_CUDA_LAYER_BPS");
-    s->layer_bps = lb ? atoi(lb) : 0;
+    const char *rw = getenv("OB_CUDA_ROWS_WIDE");
+    s->rows_wide = !(rw && !strcmp(rw, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
@@ -300,10 +298,8 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
-    s->xq_fresh = 0;
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
-    if (!s->xq_fresh) xq_forget_if(s, gate, (size_t)n * g->n_out); /* unless the codes are gate's new ones */
-    s->xq_fresh = 0;
+    xq_forget_if(s, gate, (size_t)n * g->n_out);
     xq_forget_if(s, up, (size_t)n * u->n_out);
 }
 

@@ -59,9 +59,6 @@ struct gv_args {
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
-    int8_t *fq;       /* the fold (GLU, OB_CUDA_FOLD=1): the last block writes the codes of job 0's output */
-    float2 *fxs;      /* [n][n_out] here, for the next matmul; fcnt counts the finished blocks */
-    int *fcnt;
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -199,7 +196,7 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-template <int T, int NT, int RMAX, bool FOLD>
+template <int T, int NT, int RMAX>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -250,19 +247,6 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
         }
         __syncthreads(); /* red is reused by the next token group */
     }
-    if (FOLD) { /* the last block to finish quantizes the output for the next matmul, resets the counter
-                 * (a template flag: its code costs the other launches 8 registers) */
-        __shared__ int last;
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) last = atomicAdd(a.fcnt, 1) == (int)gridDim.x - 1;
-        __syncthreads();
-        if (last) {
-            __threadfence();
-            quant_rows_mem(J.y, a.n, J.n_out, a.fq, a.fxs);
-            if (tid == 0) *a.fcnt = 0;
-        }
-    }
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
@@ -296,27 +280,21 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, bool FOLD = false> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, FOLD>, a.rb, weights, rows, RMAX);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, FOLD>, a);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
-    const int n_out = a.job[0].n_out, fold = a.ep == GV_GLU && s->fold && a.n == 1 && n_out % 32 == 0 && n_out <= CU_QROW_MAX;
-    if (fold) { /* room for the output's codes first: the input's codes below must not move */
-        int8_t *q;
-        float2 *xs;
-        cu_xq_bufs(s, a.n, n_out, &q, &xs);
-    }
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
@@ -324,21 +302,9 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xq = q;
         a.xs = xs;
     }
-    if (fold) { /* the same buffer: the last block writes over the input's codes once every block has read them */
-        cu_xq_bufs(s, a.n, n_out, &a.fq, &a.fxs);
-        const size_t had = s->fold_cnt_cap;
-        cu_reserve(s, (void **)&s->fold_cnt, &s->fold_cnt_cap, sizeof(int));
-        if (s->fold_cnt_cap != had) cu_check(cudaMemsetAsync(s->fold_cnt, 0, s->fold_cnt_cap, s->stream), "fold counter");
-        a.fcnt = s->fold_cnt;
-    }
-    if (fold) gv_launch<T, 1, 16, true>(s, a);
-    else if (a.n == 1) gv_launch<T, 1, 16>(s, a);
+    if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
-    if (fold) {
-        cu_xq_tag(s, a.job[0].y, a.n, n_out);
-        s->xq_fresh = 1;
-    }
 }
 
 static void gv_run(cu_state *s, int type, gv_args &a) {

@@ -79,9 +79,6 @@ typedef struct {
     size_t xq_cap;
     const float *xq_src;   /* xq holds the codes of xq_src[xq_n][xq_dim] (NULL: of nothing); every op */
     int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
-    int xq_fresh;          /* the op just made the codes of its own output (the GLU fold): keep them */
-    int *fold_cnt;         /* [fold_cnt_cap bytes]: blocks of a folding GLU launch finished; 0 between launches */
-    size_t fold_cnt_cap;
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
     size_t ytmp_cap;
     float *attn_part;      /* [attn_cap bytes]: flash-decoding partial results */
@@ -97,17 +94,16 @@ typedef struct {
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
-    int fold;              /* OB_CUDA_FOLD=1: a decode GLU's last block writes its output's codes (cuda_gemv.cu; not yet run on a GPU) */
     int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
-    int layer;             /* whole-layer decode kernel (cuda_layer.cu), unless OB_CUDA_LAYER=0 */
+    int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.82x of the ops, docs/cuda.md) */
     unsigned *layer_bar;   /* its grid barrier: [0] blocks arrived, [1] generation; zeroed once */
     size_t layer_bar_cap;
     int layer_trace;       /* OB_CUDA_LAYER_TRACE=1: time the layer kernel's stretches (printed at the end) */
     unsigned long long *layer_ticks;
     size_t layer_ticks_cap;
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
-    int layer_bps;         /* OB_CUDA_LAYER_BPS: its blocks per SM at most (default 2) */
+    int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */

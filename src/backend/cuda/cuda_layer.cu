@@ -386,8 +386,7 @@ static int mk_args_for(cu_state *s, const ob_layer_args *l, mk_args *a) {
         cu_check(cudaFuncSetAttribute(k_layer, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MK_SMEM), "layer kernel (shared memory)");
         int occ = 0;
         cu_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_layer, MK_THREADS, MK_SMEM), "layer kernel (occupancy)");
-        const int cap = s->layer_bps > 0 ? s->layer_bps : 2;
-        s->layer_grid = (occ > cap ? cap : occ) * s->sm_count;
+        s->layer_grid = (occ > 2 ? 2 : occ) * s->sm_count; /* (1 a SM: 0.70-0.88x of 2, docs/cuda.md) */
         if (s->layer_grid <= 0) s->layer_grid = -1;
     }
     const int grid = s->layer_grid;

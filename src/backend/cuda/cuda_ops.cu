@@ -50,14 +50,18 @@ __global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float 
 }
 
 /* The row ops above for n rows of dim; q / xs: the codes too (dim a multiple of 32, at most
- * CU_QROW_MAX). Blocks of 256 threads up to 8192 values a row, else 1024 (the same for every call
+ * CU_QROW_MAX). Blocks of 256 threads up to 8192 values a row with a norm, else 1024 (the same for every call
  * of a row size, so equal rows give equal bits whichever op asked); a decode-sized batch whose y is
  * not x (blocks would overwrite rows others still read) spreads each row over about 2 blocks per
  * SM in all. */
 static void rows_launch(cu_state *s, const char *what, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq,
                         int8_t *q, float2 *xs) {
     if (n <= 0) return;
-    const int th = dim <= 256 * 32 ? 256 : 1024, per = (dim + th - 1) / th;
+    /* a norm sums squares in the order of 256 threads up to 8192 values (the same bits for every
+     * row op of a size); a row without one has maxima only, the same for any block size: 1024
+     * threads from 2048 values, eight a thread, a shorter chain (OB_CUDA_ROWS_WIDE=0: 256) */
+    const int wide = !norm && s->rows_wide && dim >= 2048;
+    const int th = wide || dim > 256 * 32 ? 1024 : 256, per = (dim + th - 1) / th;
     if (per > 32) {
         cu_launch(s, what, (unsigned)n, 1024, 0, k_rows_long, x, w, y, dim, eps, norm, aq);
         return;
@@ -73,7 +77,10 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
     ns = (dim + slice - 1) / slice;
     const dim3 grid((unsigned)n, (unsigned)ns);
 #define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice)
-    if (th == 1024 && per <= 16) ROWS_K(16, 1024);
+    if (th == 1024 && per <= 2) ROWS_K(2, 1024);
+    else if (th == 1024 && per <= 4) ROWS_K(4, 1024);
+    else if (th == 1024 && per <= 8) ROWS_K(8, 1024);
+    else if (th == 1024 && per <= 16) ROWS_K(16, 1024);
     else if (th == 1024) ROWS_K(32, 1024);
     else if (per <= 1) ROWS_K(1, 256);
     else if (per <= 2) ROWS_K(2, 256);
