@@ -96,7 +96,7 @@ typedef struct {
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
     int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
-    int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.82x of the ops, docs/cuda.md) */
+    int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
     unsigned *layer_bar;   /* its grid barrier: [0] blocks arrived, [1] generation; zeroed once */
     size_t layer_bar_cap;
     int layer_trace;       /* OB_CUDA_LAYER_TRACE=1: time the layer kernel's stretches (printed at the end) */
