@@ -35,6 +35,8 @@
 #include "tools/tools.h"
 
 void ob_test_golden_device(const char *device); /* test_golden.c */
+int ob_test_same_logits(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
+                        const char *label); /* test_fused_engine.c */
 float *ob_test_decode_two(const char *path, const char *device, const char *env, const char *val, int steps,
                           int *n_vocab); /* test_fused_engine.c */
 
@@ -821,26 +823,8 @@ static void test_graphs(void) {
  * attention). */
 static void test_layer_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"llama", "q8_0"}, {"bitnet", "tq2_0"}};
-    const int steps = 100;
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        char src[128], out[256];
-        snprintf(src, sizeof src, "tests/golden/%s", models[i].dir);
-        snprintf(out, sizeof out, "%s/cuda-layer-%s.gguf", ob_test_tmpdir(), models[i].dir);
-        char *argv[] = {"convert", src, "-o", out, "--type", (char *)models[i].type, NULL};
-        CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
-        int nv0 = 0, nv1 = 0;
-        float *ops = ob_test_decode_two(out, "cuda", NULL, NULL, steps, &nv0),
-              *lay = ob_test_decode_two(out, "cuda", "OB_CUDA_LAYER", "1", steps, &nv1);
-        CHECK(ops && lay && nv0 == nv1);
-        if (ops && lay && nv0 == nv1) {
-            const double dm = max_abs_diff(ops, lay, (size_t)2 * (steps + 1) * nv0);
-            if (dm != 0 || ob_test_verbose) fprintf(stderr, "  cuda layer kernel %s/%s: max|diff| %.3g (must be 0)\n", models[i].dir, models[i].type, dm);
-            CHECK(dm == 0);
-        }
-        free(ops);
-        free(lay);
-        remove(out);
-    }
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_LAYER", "1", 100, "cuda-layer-kernel"));
 }
 
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference

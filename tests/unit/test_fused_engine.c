@@ -58,25 +58,28 @@ float *ob_test_decode_two(const char *path, const char *device, const char *env,
     return out;
 }
 
+/* Whether tests/golden/<dir> converted to type gives the same logits, byte for byte, decoded
+ * (ob_test_decode_two, steps) on device as is and with env set to val; says which it was when not,
+ * or with verbose output, under label. Shared with test_cuda.c (the whole-layer kernel). */
+int ob_test_same_logits(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
+                        const char *label) {
+    char src[128], out[256];
+    snprintf(src, sizeof src, "tests/golden/%s", dir);
+    snprintf(out, sizeof out, "%s/%s-%s.gguf", ob_test_tmpdir(), label, dir);
+    char *argv[] = {"convert", src, "-o", out, "--type", (char *)type, NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    int nv0 = 0, nv1 = 0, same = 0;
+    float *a = ob_test_decode_two(out, device, NULL, NULL, steps, &nv0), *b = ob_test_decode_two(out, device, env, val, steps, &nv1);
+    if (a && b && nv0 == nv1) same = memcmp(a, b, (size_t)2 * (steps + 1) * nv0 * sizeof(float)) == 0;
+    if (!same || ob_test_verbose) fprintf(stderr, "  %s %s/%s: %s\n", label, dir, type, same ? "same logits" : "logits differ");
+    free(a);
+    free(b);
+    remove(out);
+    return same;
+}
+
 OB_SUITE(engine_fused) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q8_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
-    const int steps = 12;
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        char src[128], out[256];
-        snprintf(src, sizeof src, "tests/golden/%s", models[i].dir);
-        snprintf(out, sizeof out, "%s/fused-%s.gguf", ob_test_tmpdir(), models[i].dir);
-        char *argv[] = {"convert", src, "-o", out, "--type", (char *)models[i].type, NULL};
-        CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
-        int nv0 = 0, nv1 = 0;
-        float *plain = ob_test_decode_two(out, "cpu", NULL, NULL, steps, &nv0),
-              *fused = ob_test_decode_two(out, "cpu", "OB_BACKEND_FUSED", "plain", steps, &nv1);
-        if (plain && fused && nv0 == nv1) {
-            int same = memcmp(plain, fused, (size_t)2 * (steps + 1) * nv0 * sizeof(float)) == 0;
-            if (!same || ob_test_verbose) fprintf(stderr, "  fused engine %s/%s: %s\n", models[i].dir, models[i].type, same ? "same logits" : "logits differ");
-            CHECK(same);
-        }
-        free(plain);
-        free(fused);
-        remove(out);
-    }
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cpu", "OB_BACKEND_FUSED", "plain", 12, "fused-engine"));
 }

@@ -39,8 +39,6 @@
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
 
-enum { GV_STORE, GV_ADD, GV_GLU };
-
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
 struct gv_job {
     const uint8_t *W;
@@ -231,19 +229,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
 #pragma unroll
                 for (int w = 0; w < GV_THREADS / 32; w++) u += red[w][(nr + r) * NT + t];
                 u *= a.uscale;
-                float act;
-                if (!a.relu2) {
-                    act = v / (1.0f + expf(-v));
-                } else {
-                    const float p = v > 0 ? v : 0;
-                    act = p * p;
-                }
-                *yp = act * u; /* as k_glu: gate = act(gate) * up */
-            } else if (a.ep == GV_ADD) {
-                *yp += v;
-            } else {
-                *yp = v;
             }
+            gv_out(yp, a.ep, a.relu2, v, u);
         }
         __syncthreads(); /* red is reused by the next token group */
     }

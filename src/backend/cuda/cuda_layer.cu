@@ -44,7 +44,6 @@
 #define MK_NORM_MAX 8192 /* rows the norm / act_quant codes take (rows_regs: 32 values per thread) */
 
 enum { MK_QKV, MK_WO, MK_FFN, MK_DOWN, MK_NPH };
-enum { MK_STORE, MK_ADD, MK_GLU };
 
 struct mk_job { /* one weight of a matmul phase; its items are [first, first + items) */
     const uint8_t *W;
@@ -57,7 +56,7 @@ struct mk_job { /* one weight of a matmul phase; its items are [first, first + i
 struct mk_phase {
     mk_job job[3];
     int nj, items, R, ep, n_in, aq;
-    const uint8_t *U; /* MK_GLU: the up weight (job 0's type and shape) */
+    const uint8_t *U; /* GV_GLU: the up weight (job 0's type and shape) */
     float uscale;
     const float *src, *norm; /* the input row and its RMSNorm weight (NULL: none) */
 };
@@ -137,7 +136,7 @@ __device__ __forceinline__ void mk_stage(const mk_args &a, mk_it c, uint8_t *buf
     int r0, nr;
     const mk_job &J = P.job[mk_job_of(P, c.it, &r0, &nr)];
     gv_stage<MK_THREADS>(buf, J.W + (size_t)r0 * J.rb, (size_t)nr * J.rb);
-    if (P.ep == MK_GLU) gv_stage<MK_THREADS>(buf + gv_span((size_t)P.R * J.rb), P.U + (size_t)r0 * J.rb, (size_t)nr * J.rb);
+    if (P.ep == GV_GLU) gv_stage<MK_THREADS>(buf + gv_span((size_t)P.R * J.rb), P.U + (size_t)r0 * J.rb, (size_t)nr * J.rb);
 }
 
 /* The phase's input codes into q / xs: the row ops' arithmetic (cuda_ops.cu: 256 threads up to
@@ -204,8 +203,8 @@ __device__ __forceinline__ void mk_item(const mk_args &a, mk_it c, const uint8_t
     const mk_job &J = P.job[mk_job_of(P, c.it, &r0, &nr)];
     const uint8_t *src0 = J.W + (size_t)r0 * J.rb;
     const uint8_t *base0 = buf + ((uintptr_t)src0 & 15), *base1 = base0;
-    if (P.ep == MK_GLU) base1 = buf + gv_span((size_t)P.R * J.rb) + ((uintptr_t)(P.U + (size_t)r0 * J.rb) & 15);
-    const int rows = P.ep == MK_GLU ? 2 * nr : nr;
+    if (P.ep == GV_GLU) base1 = buf + gv_span((size_t)P.R * J.rb) + ((uintptr_t)(P.U + (size_t)r0 * J.rb) & 15);
+    const int rows = P.ep == GV_GLU ? 2 * nr : nr;
 #define MK_ROWS(T) mk_rows<T>(base0, base1, J.rb, nr, rows, P.n_in, xq, xs, red)
     MK_TYPES(J.type, MK_ROWS)
 #undef MK_ROWS
@@ -216,23 +215,12 @@ __device__ __forceinline__ void mk_item(const mk_args &a, mk_it c, const uint8_t
         for (int w = 0; w < 4; w++) v += red[k][w];
         v *= J.scale;
         float *yp = J.y + r0 + k;
-        if (P.ep == MK_GLU) {
+        if (P.ep == GV_GLU) {
 #pragma unroll
             for (int w = 0; w < 4; w++) u += red[nr + k][w];
             u *= P.uscale;
-            float act;
-            if (!a.relu2) {
-                act = v / (1.0f + expf(-v));
-            } else {
-                const float p = v > 0 ? v : 0;
-                act = p * p;
-            }
-            *yp = act * u;
-        } else if (P.ep == MK_ADD) {
-            *yp = __ldcg(yp) + v;
-        } else {
-            *yp = v;
         }
+        gv_out(yp, P.ep, a.relu2, v, u);
     }
     __syncthreads(); /* red and the buffer are free again */
 }
@@ -359,7 +347,7 @@ static int mk_phase_for(mk_phase *P, int grid, int ep, const ob_weight *const *w
         rows += ws[j]->n_out;
         if (ws[j]->row_bytes > rb) rb = ws[j]->row_bytes;
     }
-    if (ep == MK_GLU) {
+    if (ep == GV_GLU) {
         const ob_weight *u = ws[1];
         if (u->type != ws[0]->type || u->n_out != ws[0]->n_out) return 0;
         P->nj = 1;
@@ -367,7 +355,7 @@ static int mk_phase_for(mk_phase *P, int grid, int ep, const ob_weight *const *w
         P->uscale = u->scale;
         rows = ws[0]->n_out;
     }
-    P->R = mk_pick_rows(rows, rb, ep == MK_GLU ? 2 : 1, grid);
+    P->R = mk_pick_rows(rows, rb, ep == GV_GLU ? 2 : 1, grid);
     if (!P->R || P->n_in > MK_CODES || P->n_in % 32 || ((norm || aq) && P->n_in > MK_NORM_MAX)) return 0;
     P->items = 0;
     for (int j = 0; j < P->nj; j++) {
@@ -394,10 +382,10 @@ static int mk_args_for(cu_state *s, const ob_layer_args *l, mk_args *a) {
     const int aq = l->act_quant != 0;
     const ob_weight *qkv[3] = {l->wq, l->wk, l->wv}, *wo[1] = {l->wo}, *gu[2] = {l->ffn_gate, l->ffn_up}, *dn[1] = {l->ffn_down};
     float *yqkv[3] = {l->q, l->k, l->v}, *yx[1] = {l->x}, *yg[1] = {l->gate};
-    if (!mk_phase_for(&a->ph[MK_QKV], grid, MK_STORE, qkv, yqkv, 3, l->x, l->attn_norm, aq) ||
-        !mk_phase_for(&a->ph[MK_WO], grid, MK_ADD, wo, yx, 1, l->att, l->attn_sub_norm, aq) ||
-        !mk_phase_for(&a->ph[MK_FFN], grid, MK_GLU, gu, yg, 2, l->x, l->ffn_norm, aq) ||
-        !mk_phase_for(&a->ph[MK_DOWN], grid, MK_ADD, dn, yx, 1, l->gate, l->ffn_sub_norm, aq))
+    if (!mk_phase_for(&a->ph[MK_QKV], grid, GV_STORE, qkv, yqkv, 3, l->x, l->attn_norm, aq) ||
+        !mk_phase_for(&a->ph[MK_WO], grid, GV_ADD, wo, yx, 1, l->att, l->attn_sub_norm, aq) ||
+        !mk_phase_for(&a->ph[MK_FFN], grid, GV_GLU, gu, yg, 2, l->x, l->ffn_norm, aq) ||
+        !mk_phase_for(&a->ph[MK_DOWN], grid, GV_ADD, dn, yx, 1, l->gate, l->ffn_sub_norm, aq))
         return 0;
     const int kvd = t.n_head_kv * t.head_dim;
     a->at = t;

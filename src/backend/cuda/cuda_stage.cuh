@@ -1,5 +1,5 @@
-/* cuda_stage.cuh — staging weight rows in shared memory and the per-row sum layout of the int8
- * decode matmuls, shared by the decode matmul kernel (cuda_gemv.cu) and the whole-layer decode
+/* cuda_stage.cuh — staging weight rows in shared memory, the per-row sum layout of the int8
+ * decode matmuls and their epilogue, shared by the decode matmul kernel (cuda_gemv.cu) and the whole-layer decode
  * kernel (cuda_layer.cu), so that both make the same sums.
  */
 #ifndef OB_CUDA_STAGE_CUH
@@ -24,6 +24,28 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
     const int n16 = (int)((a - a0 + len + 15) >> 4);
     for (int i = threadIdx.x; i < n16; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
     return dst + (a - a0);
+}
+
+/* What a decode matmul does with a row's sum: store it, add it (the residual), or GLU. */
+enum { GV_STORE, GV_ADD, GV_GLU };
+
+/* Output y of a row from its scaled sum v (GLU: the gate row's, u the up row's): y = act(v) * u
+ * (SiLU, or relu^2: k_glu's arithmetic), y += v, or y = v. */
+__device__ __forceinline__ void gv_out(float *yp, int ep, int relu2, float v, float u) {
+    if (ep == GV_GLU) {
+        float act;
+        if (!relu2) {
+            act = v / (1.0f + expf(-v));
+        } else {
+            const float p = v > 0 ? v : 0;
+            act = p * p;
+        }
+        *yp = act * u;
+    } else if (ep == GV_ADD) {
+        *yp = __ldcg(yp) + v; /* (from L2: other blocks of a persistent kernel wrote it) */
+    } else {
+        *yp = v;
+    }
 }
 
 #endif
