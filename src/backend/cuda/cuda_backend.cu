@@ -365,15 +365,12 @@ static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
 
 static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
     cu_state *s = st(b);
-    if (!cu_layer_ok(s, l)) return 0;
-    xq_forget(s);
+    if (!s->layer) return 0;
     ob_layer_args d = *l;
-    d.attn.pos = cu_idx(s, l->attn.pos, 1);
+    d.attn.pos = cu_idx(s, l->attn.pos, 1); /* (kept for the ops when the kernel declines) */
     d.attn.seq = cu_idx(s, l->attn.seq, 1);
-    double bytes = 0;
-    const ob_weight *ws[7] = {l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_up, l->ffn_down};
-    for (int i = 0; i < 7; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
-    PROF(s, "layer n=1", bytes, cu_layer(s, &d));
+    if (!cu_layer(s, &d)) return 0;
+    xq_forget(s);
     return 1;
 }
 

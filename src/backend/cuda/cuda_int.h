@@ -221,9 +221,9 @@ int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_p
 /* spans per token of the decode attention (reserves their scratch: s->attn_part, s->attn_cnt) */
 int cu_attn_splits(cu_state *s, const ob_attn_args *a);
 /* cuda_layer.cu: one decode layer in one launch (backend.h's layer_decode; l's pos / seq on the
- * device), 0 without launching anything when the layer does not suit the kernel */
-int cu_layer_ok(cu_state *s, const ob_layer_args *l);
-void cu_layer(cu_state *s, const ob_layer_args *l);
+ * device, profiled as one op), 0 without launching anything when the kernel is off or the layer
+ * does not suit it */
+int cu_layer(cu_state *s, const ob_layer_args *l);
 void cu_layer_trace_report(cu_state *s);
 
 #endif

@@ -399,17 +399,10 @@ static int mk_args_for(cu_state *s, const ob_layer_args *l, mk_args *a) {
     return 1;
 }
 
-int cu_layer_ok(cu_state *s, const ob_layer_args *l) {
+int cu_layer(cu_state *s, const ob_layer_args *l) {
     mk_args a = {};
-    return s->layer && mk_args_for(s, l, &a);
-}
-
-void cu_layer(cu_state *s, const ob_layer_args *l) {
-    mk_args a = {};
-    if (!mk_args_for(s, l, &a)) {
-        fprintf(stderr, "cuda backend: layer kernel called for a layer it does not take\n");
-        abort();
-    }
+    if (!s->layer || !mk_args_for(s, l, &a)) return 0;
+    const int slot = cu_prof_begin(s);
     a.n_split = cu_attn_splits(s, &l->attn);
     a.part = s->attn_part;
     a.cnt = s->attn_cnt;
@@ -424,6 +417,13 @@ void cu_layer(cu_state *s, const ob_layer_args *l) {
     }
     a.trace = s->layer_trace ? s->layer_ticks : NULL;
     cu_launch(s, "layer", (unsigned)s->layer_grid, MK_THREADS, MK_SMEM, k_layer, a);
+    if (slot >= 0) { /* profile bytes: the layer's weights */
+        double bytes = 0;
+        const ob_weight *ws[7] = {l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_up, l->ffn_down};
+        for (int i = 0; i < 7; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
+        cu_prof_end(s, slot, "layer n=1", bytes);
+    }
+    return 1;
 }
 
 void cu_layer_trace_report(cu_state *s) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_q8.cuh"
 #include "backend/cuda/cuda_rows.cuh"
+#include "backend/cuda/cuda_stage.cuh"
 
 #define OPS_THREADS 256
 
@@ -195,15 +196,7 @@ __global__ void k_glu(int relu2, float *gate, const float *up, size_t n) {
     cu_dep();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float g = gate[i];
-    float a;
-    if (!relu2) {
-        a = g / (1.0f + expf(-g));
-    } else {
-        const float r = g > 0 ? g : 0;
-        a = r * r;
-    }
-    gate[i] = a * up[i];
+    gv_out(gate + i, GV_GLU, relu2, gate[i], up[i]);
 }
 
 void cu_glu(cu_state *s, ob_act act, float *gate, const float *up, size_t n) {

@@ -30,7 +30,7 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
 enum { GV_STORE, GV_ADD, GV_GLU };
 
 /* Output y of a row from its scaled sum v (GLU: the gate row's, u the up row's): y = act(v) * u
- * (SiLU, or relu^2: k_glu's arithmetic), y += v, or y = v. */
+ * (SiLU, or relu^2; k_glu's too), y += v, or y = v. */
 __device__ __forceinline__ void gv_out(float *yp, int ep, int relu2, float v, float u) {
     if (ep == GV_GLU) {
         float act;
