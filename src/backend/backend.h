@@ -149,6 +149,11 @@ struct ob_backend {
     /* rope(q: a->n rows of a->n_head heads), rope(k: n_head_kv heads), then kv_write of k into a->k
      * and of v into a->v at (a->seq[i], a->pos[i]); a->q and a->out are not used. */
     void (*rope_kv)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
+    /* rope_kv(a, q, k, v, r), then attention(a) with a->q = q, for a batch whose tokens are all of
+     * distinct sequences (decode steps), in fewer launches: the caches and a->out get their
+     * results, q and k may be left unrotated. Returns 0 without doing anything when the backend
+     * cannot take it (the engine then issues the two ops). */
+    int (*rope_attention)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
     /* rmsnorm, then act_quant_i8 on y (BitNet's projections' inputs). */
     void (*rmsnorm_act_quant)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
     /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without

@@ -43,6 +43,7 @@ struct ob_ctx {
     int embd_mode;              /* rows asking for output get the normed hidden state, not logits */
     float *embd;                /* host [cap_embd][n_embd] */
     int cap_embd;
+    int distinct;               /* the step's tokens are all of different sequences (a decode step) */
 };
 
 ob_ctx_params ob_ctx_default_params(void) {
@@ -294,15 +295,19 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     if (L->bv) be->add_bias(be, c->v, L->bv, n, kvd);
     if (L->q_norm) be->rmsnorm(be, c->q, L->q_norm, c->q, n * hp->n_head, hp->head_dim, hp->eps);
     if (L->k_norm) be->rmsnorm(be, c->k, L->k_norm, c->k, n * hp->n_head_kv, hp->head_dim, hp->eps);
-    if (be->rope_kv) {
-        be->rope_kv(be, &a, c->q, c->k, c->v, &hp->rope);
-    } else {
-        be->rope(be, c->q, n, hp->n_head, hp->head_dim, pos, &hp->rope);
-        be->rope(be, c->k, n, hp->n_head_kv, hp->head_dim, pos, &hp->rope);
-        be->kv_write(be, c->k_cache[il], c->type_k, c->k, n, kvd, c->n_ctx, pos, seq);
-        be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
+    /* a decode step's tokens read no position another token writes: rope, the cache writes and
+     * attention may be one backend call */
+    if (!(c->distinct && be->rope_attention && be->rope_attention(be, &a, c->q, c->k, c->v, &hp->rope))) {
+        if (be->rope_kv) {
+            be->rope_kv(be, &a, c->q, c->k, c->v, &hp->rope);
+        } else {
+            be->rope(be, c->q, n, hp->n_head, hp->head_dim, pos, &hp->rope);
+            be->rope(be, c->k, n, hp->n_head_kv, hp->head_dim, pos, &hp->rope);
+            be->kv_write(be, c->k_cache[il], c->type_k, c->k, n, kvd, c->n_ctx, pos, seq);
+            be->kv_write(be, c->v_cache[il], c->type_v, c->v, n, kvd, c->n_ctx, pos, seq);
+        }
+        be->attention(be, &a);
     }
-    be->attention(be, &a);
     /* the sub-norms write to buffers that are free by then (q, up), not in place: a backend can
      * then spread a row over several blocks (cuda_ops.cu) */
     const float *o_in = c->att;
@@ -364,11 +369,12 @@ static void step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_o
 }
 
 /* What makes two steps the same sequence of ops for a backend that records them: the context
- * (its buffers), the token count and which rows give logits. */
+ * (its buffers), the token count, whether its tokens are of distinct sequences and which rows
+ * give logits. */
 static uint64_t step_key(const ob_ctx_t *c, int n, int n_out) {
     uint64_t h = 1469598103934665603ull;
-    uint64_t parts[3] = {(uint64_t)(uintptr_t)c, (uint64_t)n, (uint64_t)n_out};
-    for (int i = 0; i < 3; i++) h = (h ^ parts[i]) * 1099511628211ull;
+    uint64_t parts[4] = {(uint64_t)(uintptr_t)c, (uint64_t)n, (uint64_t)n_out, (uint64_t)c->distinct};
+    for (int i = 0; i < 4; i++) h = (h ^ parts[i]) * 1099511628211ull;
     for (int j = 0; j < n_out; j++) h = (h ^ (uint64_t)c->out_rows[j]) * 1099511628211ull;
     return h;
 }
@@ -382,6 +388,13 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
     const int32_t *seq = b->seq ? b->seq : c->seq0;
     if (check_batch(c, b, seq, err, errlen)) return -1;
     int n = b->n_tokens, d = hp->n_embd;
+    c->distinct = 1; /* (the ops a step issues depend on it: part of its recording's key) */
+    for (int i = 0; i < n && c->distinct; i++)
+        for (int j = 0; j < i; j++)
+            if (seq[j] == seq[i]) {
+                c->distinct = 0;
+                break;
+            }
 
     /* Only rows that asked for logits go through the output norm and the vocabulary matmul. */
     int n_out = 0;

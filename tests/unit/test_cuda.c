@@ -7,7 +7,7 @@
  *    the exact dot products of the dequantized weights (format/quant_tensor's reference) in
  *    double; every output is poisoned with NaN first, so an unwritten one fails;
  *  - get_rows of every type, exactly;
- *  - the fused ops (matmul_add, matmul_multi, matmul_glu, rope_kv, rmsnorm_act_quant) against
+ *  - the fused ops (matmul_add, matmul_multi, matmul_glu, rope_kv, rope_attention, rmsnorm_act_quant) against
  *    the plain ops they stand for, bit for bit, on both matmul paths and the fallback kernel,
  *    and the int8 codes RMSNorm / act_quant_i8 hand to the next projection against the
  *    quantizer's own;
@@ -524,6 +524,72 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
     free(h1); free(h2); free(h3); free(h4); free(c1); free(c2); free(q); free(k); free(v); free(zero);
 }
 
+/* rope_attention (one kernel) against rope_kv, then attention (the split kernel) on the GPU: the
+ * same output and cache bytes, for n tokens of distinct sequences at positions up to n_ctx - 1
+ * over caches filled with random rows; off (OB_CUDA_ROPE_ATTN=0), it declines. */
+static void test_rope_attention(ob_backend *g, int type, int style, int hd, int n_rot, int n, int n_ctx) {
+    const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, n_seq = n;
+    const size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, rb = ob_type_row_size(type, kvd), cb = (size_t)n_seq * n_ctx * rb;
+    int32_t *pos = malloc((size_t)n_ctx * 4), *seq = malloc((size_t)n_ctx * 4);
+    void *kc[2], *vc[2];
+    for (int c = 0; c < 2; c++) {
+        uint8_t *zero = calloc(1, cb);
+        kc[c] = dev_copy(g, zero, cb);
+        vc[c] = dev_copy(g, zero, cb);
+        free(zero);
+    }
+    float *rows = randf((size_t)n_ctx * kvd, 1.0f);
+    void *drows = dev_copy(g, rows, (size_t)n_ctx * kvd * 4);
+    for (int s = 0; s < n_seq; s++) { /* every position of every sequence, the same bytes in both caches */
+        for (int p = 0; p < n_ctx; p++) { pos[p] = p; seq[p] = s; }
+        for (int c = 0; c < 2; c++) {
+            g->kv_write(g, kc[c], type, drows, n_ctx, kvd, n_ctx, pos, seq);
+            g->kv_write(g, vc[c], type, drows, n_ctx, kvd, n_ctx, pos, seq);
+        }
+    }
+    for (int i = 0; i < n; i++) { seq[i] = n - 1 - i; pos[i] = rint_in(0, n_ctx - 1); }
+    pos[0] = n_ctx - 1;
+    if (n > 1) pos[1] = 0;
+    ob_rope r = {(ob_rope_style)style, n_rot, 10000.0f, 1.0f, NULL};
+    float *q = randf(qn, 1.0f), *k = randf(kn, 1.0f), *v = randf(kn, 1.0f);
+    void *dq[2], *dk[2], *dv = dev_copy(g, v, kn * 4), *dout[2];
+    for (int c = 0; c < 2; c++) {
+        dq[c] = dev_copy(g, q, qn * 4);
+        dk[c] = dev_copy(g, k, kn * 4);
+        dout[c] = dev_nan(g, qn);
+    }
+    ob_attn_args a = {dq[0], dout[0], kc[0], vc[0], type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd)};
+    g->rope_kv(g, &a, dq[0], dk[0], dv, &r);
+    g->attention(g, &a);
+    ob_attn_args b = a;
+    b.q = NULL; /* rope_attention reads q from its argument */
+    b.out = dout[1];
+    b.k = kc[1];
+    b.v = vc[1];
+    CHECK_EQ_INT(g->rope_attention(g, &b, dq[1], dk[1], dv, &r), 1);
+    float *o1 = dev_get(g, dout[0], qn), *o2 = dev_get(g, dout[1], qn);
+    int same = memcmp(o1, o2, qn * 4) == 0;
+    uint8_t *c1 = malloc(cb), *c2 = malloc(cb);
+    for (int kv = 0; kv < 2; kv++) {
+        g->download(g, c1, kv ? vc[0] : kc[0], cb);
+        g->download(g, c2, kv ? vc[1] : kc[1], cb);
+        same &= memcmp(c1, c2, cb) == 0;
+    }
+    if (!same || ob_test_verbose)
+        fprintf(stderr, "  cuda rope_attention %s style %d hd=%d n_rot=%d n=%d ctx=%d: %s\n", ob_type_name(type), style, hd, n_rot, n, n_ctx,
+                same ? "same bits as rope_kv + attention" : "differs from rope_kv + attention");
+    CHECK(same);
+    ob_backend *off = gpu_new_with("OB_CUDA_ROPE_ATTN", "0");
+    CHECK(off != NULL);
+    if (off) {
+        CHECK_EQ_INT(off->rope_attention(off, &b, dq[1], dk[1], dv, &r), 0);
+        gpu_free(off);
+    }
+    void *bufs[] = {kc[0], kc[1], vc[0], vc[1], drows, dv, dq[0], dq[1], dk[0], dk[1], dout[0], dout[1]};
+    for (int i = 0; i < 12; i++) g->dealloc(g, bufs[i]);
+    free(o1); free(o2); free(c1); free(c2); free(q); free(k); free(v); free(rows); free(pos); free(seq);
+}
+
 /* prompt: the n tokens are one sequence's last n positions (a prompt chunk), else random
  * positions of random sequences */
 static double attn_tol = 2e-5; /* max |diff| against the CPU reference (the tensor-core kernel: f16 Q and P) */
@@ -744,6 +810,14 @@ OB_SUITE(cuda_kernels) {
     CHECK(g->rope_kv != NULL);
     for (int k = 0; g->rope_kv && k < 3; k++)
         for (int style = 0; style < 2; style++) test_rope_kv(g, kv_types[k], style);
+    CHECK(g->rope_attention != NULL);
+    for (int k = 0; g->rope_attention && k < 3; k++)
+        for (int style = 0; style < 2; style++) {
+            test_rope_attention(g, kv_types[k], style, 64, 64, 1, 7);
+            test_rope_attention(g, kv_types[k], style, 64, 48, 3, 300);
+            test_rope_attention(g, kv_types[k], style, 128, 128, 1, 3000); /* split spans */
+            test_rope_attention(g, kv_types[k], style, 128, 96, 2, 129);
+        }
     for (int k = 0; k < 3; k++) {
         test_kv_attention(g, c, kv_types[k], 64, 300, 3, 0);
         test_kv_attention(g, c, kv_types[k], 128, 3000, 1, 0); /* decode of a long context: split spans */
@@ -827,6 +901,14 @@ static void test_layer_engine(void) {
         CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_LAYER", "1", 100, "cuda-layer-kernel"));
 }
 
+/* The engine with rope and attention in one kernel for decode steps (the default) and without
+ * (OB_CUDA_ROPE_ATTN=0): the same logits, bit for bit (NORM and NEOX rope, Q/K norms, BitNet). */
+static void test_rope_attention_engine(void) {
+    static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
+}
+
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference
  * dequantization (src/backend/cuda/cuda_q8_check.cu): needs a CUDA=1 build, not a GPU. */
 OB_SUITE(cuda_host) {
@@ -847,6 +929,7 @@ OB_SUITE(cuda_golden) {
     ob_test_golden_device("cuda");
     test_graphs();
     test_layer_engine();
+    test_rope_attention_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

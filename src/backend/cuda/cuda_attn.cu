@@ -29,10 +29,11 @@
 #include "backend/cuda/cuda_int.h"
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
-                                                          float *part, int *cnt) {
+                                                          float *part, int *cnt, at_rope ro) {
     __shared__ at_smem sh;
+    __shared__ at_rope_smem rs;
     cu_dep();
-    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); });
+    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -253,15 +254,31 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
-void cu_attention(cu_state *s, const ob_attn_args *a) {
-    if (a->head_dim > AT_MAXK * 32) {
-        fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
-        abort();
-    }
+static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     const int n_split = cu_attn_splits(s, a);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
-    cu_launch(s, "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt);
+    cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
+              s->attn_cnt, ro);
+}
+
+void cu_attention(cu_state *s, const ob_attn_args *a) {
+    if (a->head_dim > AT_MAXK * 32) {
+        fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
+        abort();
+    }
+    attn_launch(s, a, at_rope{});
+}
+
+int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r) {
+    const int q8 = a->type_k == OB_TYPE_Q8_0 || a->type_v == OB_TYPE_Q8_0;
+    return s->rope_attn && a->n >= 1 && a->n <= CU_GEMV_MAX && a->head_dim <= AT_MAXK * 32 && !(q8 && a->head_dim % 32) &&
+           r->n_rot >= 0 && r->n_rot <= a->head_dim;
+}
+
+void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
+    const at_rope ro = {k, v, *r, 1};
+    attn_launch(s, a, ro);
 }

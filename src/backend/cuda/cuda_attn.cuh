@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_rows.cuh"
 
 #define AT_WARPS 4
 #define AT_MAXK 8 /* head_dim up to 256 = 8 values per lane */
@@ -29,13 +30,28 @@ struct at_smem {
     float m[AT_WARPS], l[AT_WARPS], o[AT_WARPS][AT_MAXK * 32];
 };
 
+/* What the attention of one step takes over from rope_kv (cu_rope_attention: tokens of distinct
+ * sequences): a.q, k and v hold the unrotated heads; every span rotates its query head, and the
+ * span holding the token's own position rotates its K head and writes K and V there itself before
+ * reading them (no other span reads that position; the spans of a KV head's other query heads
+ * write the same bytes). on = 0: a.q is rotated and the caches are written (rope_kv ran). */
+struct at_rope {
+    const float *k, *v; /* [n][n_head_kv * head_dim] */
+    ob_rope r;
+    int on;
+};
+struct at_rope_smem {
+    float cs[AT_MAXK * 32], q[AT_MAXK * 32], k[AT_MAXK * 32]; /* angles (rope_angles), the unrotated q and K heads */
+};
+
 /* Query head h of token i against span split of its positions, by the calling group of AT_WARPS
  * warps (warp index (threadIdx.x / 32) % AT_WARPS; group_sync() synchronizes exactly that group);
  * spans past the token's ns return at once (uniformly: the whole group). With one span the group
  * writes the output; otherwise the last span of (i, h) to finish merges them (cnt, part). */
 template <typename SYNC>
 __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, float *part,
-                                          int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync) {
+                                          int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync, const at_rope &ro,
+                                          at_rope_smem *rs) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & (AT_WARPS - 1);
     const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
     /* this token's spans: ns of the n_split blocks, none shorter than AT_SPAN_MIN positions
@@ -47,27 +63,52 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
     const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
+    if (ro.on) { /* rope_kv's part, with its arithmetic (cuda_rows.cuh) */
+        const int gt = threadIdx.x & (AT_WARPS * 32 - 1), own = p1 == np;
+        const float *kin = ro.k + ((size_t)i * a.n_head_kv + kh) * hd;
+        rope_angles(rs->cs, a.pos[i], ro.r, gt, AT_WARPS * 32);
+        for (int d = gt; d < hd; d += AT_WARPS * 32) {
+            rs->q[d] = q[d];
+            if (own) rs->k[d] = kin[d];
+        }
+        group_sync();
+        if (own) { /* q8_0: hd is a multiple of 32, so whole warps take an element block */
+            const float *vin = ro.v + ((size_t)i * a.n_head_kv + kh) * hd;
+            uint8_t *kd = (uint8_t *)kb + (size_t)a.pos[i] * krb, *vd = (uint8_t *)vb + (size_t)a.pos[i] * vrb;
+            for (int e = gt; e < hd; e += AT_WARPS * 32) {
+                kv_put(kd, a.type_k, rope_elem(rs->k, e, rs->cs, ro.r), e);
+                kv_put(vd, a.type_v, vin[e], e);
+            }
+            group_sync(); /* the group reads them below */
+        }
+    }
     float qv[AT_MAXK], acc[AT_MAXK];
 #pragma unroll
     for (int k = 0; k < AT_MAXK; k++) {
         const int d = lane + 32 * k;
-        qv[k] = d < hd ? q[d] * a.scale : 0.0f;
+        qv[k] = d < hd ? (ro.on ? rope_elem(rs->q, d, rs->cs, ro.r) : q[d]) * a.scale : 0.0f;
         acc[k] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    /* AT_UNROLL positions per step (p, p + AT_WARPS, ...): their K and V loads are in flight together */
+    /* AT_UNROLL positions per step (p, p + AT_WARPS, ...): all their K and V loads are issued
+     * before the scores need them */
     for (int p = p0 + warp; p < p1; p += AT_WARPS * AT_UNROLL) {
-        float sc[AT_UNROLL];
+        float sc[AT_UNROLL], vx[AT_UNROLL][AT_MAXK];
 #pragma unroll
         for (int u = 0; u < AT_UNROLL; u++) {
             const int pu = p + u * AT_WARPS;
             sc[u] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < AT_MAXK; k++) vx[u][k] = 0.0f;
             if (pu < p1) {
-                const uint8_t *kr = kb + (size_t)pu * krb;
+                const uint8_t *kr = kb + (size_t)pu * krb, *vr = vb + (size_t)pu * vrb;
 #pragma unroll
                 for (int k = 0; k < AT_MAXK; k++) {
                     const int d = lane + 32 * k;
-                    if (d < hd) sc[u] = fmaf(qv[k], kv_elem(kr, a.type_k, d), sc[u]);
+                    if (d < hd) {
+                        vx[u][k] = kv_elem(vr, a.type_v, d);
+                        sc[u] = fmaf(qv[k], kv_elem(kr, a.type_k, d), sc[u]);
+                    }
                 }
             }
         }
@@ -94,7 +135,7 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
             float o = acc[k] * corr;
 #pragma unroll
             for (int u = 0; u < AT_UNROLL; u++)
-                if (p + u * AT_WARPS < p1) o += e[u] * kv_elem(vb + (size_t)(p + u * AT_WARPS) * vrb, a.type_v, d);
+                if (p + u * AT_WARPS < p1) o += e[u] * vx[u][k];
             acc[k] = o;
         }
     }

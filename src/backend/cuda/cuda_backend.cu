@@ -146,6 +146,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->layer_trace = lt && !strcmp(lt, "1");
     const char *rw = getenv("OB_CUDA_ROWS_WIDE");
     s->rows_wide = !(rw && !strcmp(rw, "0"));
+    const char *ra = getenv("OB_CUDA_ROPE_ATTN");
+    s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
@@ -349,18 +351,35 @@ static void attention_any(cu_state *s, const ob_attn_args *d, const ob_attn_args
     if (!cu_attention_tiles(s, d, a->pos, a->seq)) cu_attention(s, d);
 }
 
+/* The profile's bytes of an attention: every query head reads its K/V head's rows up to its position. */
+static double attn_bytes(const cu_state *s, const ob_attn_args *a) {
+    double bytes = 0;
+    if (s->prof)
+        for (int i = 0; i < a->n; i++)
+            bytes += (double)(a->pos[i] + 1) * a->n_head_kv * ((double)ob_type_row_size(a->type_k, a->head_dim) +
+                                                                ob_type_row_size(a->type_v, a->head_dim));
+    return bytes;
+}
+
 static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
     cu_state *s = st(b);
     xq_forget(s);
     ob_attn_args d = *a;
-    double bytes = 0;
-    if (s->prof) /* every query head reads its K/V head's rows up to its position */
-        for (int i = 0; i < a->n; i++)
-            bytes += (double)(a->pos[i] + 1) * a->n_head_kv * ((double)ob_type_row_size(a->type_k, a->head_dim) +
-                                                                ob_type_row_size(a->type_v, a->head_dim));
     d.pos = cu_idx(s, a->pos, a->n);
     d.seq = cu_idx(s, a->seq, a->n);
-    PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", bytes, attention_any(s, &d, a));
+    PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", attn_bytes(s, a), attention_any(s, &d, a));
+}
+
+static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
+    cu_state *s = st(b);
+    if (!cu_rope_attention_ok(s, a, r)) return 0;
+    xq_forget(s);
+    ob_attn_args d = *a;
+    d.q = q;
+    d.pos = cu_idx(s, a->pos, a->n);
+    d.seq = cu_idx(s, a->seq, a->n);
+    PROF(s, a->n == 1 ? "rope+attention n=1" : "rope+attention n>1", attn_bytes(s, a), cu_rope_attention(s, &d, k, v, r));
+    return 1;
 }
 
 static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
@@ -460,6 +479,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->matmul_glu = cu_op_matmul_glu;
     b->rope_kv = cu_op_rope_kv;
     b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
+    b->rope_attention = cu_op_rope_attention;
     b->layer_decode = cu_op_layer_decode;
     b->host_alloc = cu_host_alloc;
     b->host_free = cu_host_free;

@@ -104,6 +104,7 @@ typedef struct {
     size_t layer_ticks_cap;
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
+    int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
@@ -213,6 +214,11 @@ void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y,
  * for a chunk of one sequence's consecutive positions, which the host arrays show) returns 0
  * without launching anything when the batch does not suit it */
 void cu_attention(cu_state *s, const ob_attn_args *a);
+/* backend.h's rope_attention: rope_kv and the split attention kernel in one launch, for tokens of
+ * distinct sequences (a->q, k, v unrotated; a's pos / seq on the device), where _ok says it
+ * applies (on: s->rope_attn, and the shapes suit it) */
+int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r);
+void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
 void cu_attention_tiles_init(cu_state *s);
 /* cuda_attn_mma.cu: the tensor-core prompt kernel for f16 caches and head size 64 or 128 (0: not
  * launched, the batch does not suit it); krb..vhb as cu_attention computes them */

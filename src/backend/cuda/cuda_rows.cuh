@@ -59,10 +59,9 @@ __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float
     if (qi) quant_regs<PER>(v, dim, lo, hi, qi, xsi);
 }
 
-/* Element e of a row into its cache row dst: f32 / f16 one element per thread; q8_0 one warp
- * per 32-element block (all 32 lanes of the warp call with the same e / 32). */
-__device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *src, int e) {
-    const float v = src[e];
+/* Element e of a row, of value v, into its cache row dst: f32 / f16 one element per thread; q8_0
+ * one warp per 32-element block (all 32 lanes of the warp call with the same e / 32). */
+__device__ __forceinline__ void kv_put(uint8_t *dst, int type, float v, int e) {
     if (type == OB_TYPE_Q8_0) {
         float amax = fabsf(v);
 #pragma unroll
@@ -78,10 +77,18 @@ __device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *sr
     }
 }
 
-/* The cos / sin of token i's pairs into cs[half], cs[half + k] (double, as the reference). */
-__device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r) {
+/* Element e of the row src into its cache row dst (kv_put). */
+__device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *src, int e) { kv_put(dst, type, src[e], e); }
+
+/* The cos / sin of token i's pairs into cs[half], cs[half + k] (double, as the reference), by
+ * threads t0, t0 + nt, ... (default: the whole block). */
+__device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r, int t0 = -1, int nt = 0) {
     const int half = r.n_rot / 2;
-    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+    if (t0 < 0) {
+        t0 = threadIdx.x;
+        nt = blockDim.x;
+    }
+    for (int k = t0; k < half; k += nt) {
         double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
         if (r.freq_factors) inv_freq /= r.freq_factors[k];
         const double ang = (double)pos * r.freq_scale * inv_freq;
@@ -90,18 +97,42 @@ __device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r
     }
 }
 
+/* The two dimensions (a, b) that pair k of a head rotates together. */
+__device__ __forceinline__ void rope_dims(const ob_rope &r, int k, int *a, int *b) {
+    const int half = r.n_rot / 2;
+    *a = r.style == OB_ROPE_NEOX ? k : 2 * k;
+    *b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
+}
+
+/* One rotated pair, written out so that every caller gets the same roundings (no contraction
+ * left to the compiler). */
+__device__ __forceinline__ float rope_lo(float x0, float x1, float c, float sn) { return fmaf(x0, c, __fmul_rn(-x1, sn)); }
+__device__ __forceinline__ float rope_hi(float x0, float x1, float c, float sn) { return fmaf(x0, sn, __fmul_rn(x1, c)); }
+
 /* Rotates the n_head heads of one token's row x, every (head, pair) by its own thread. */
 __device__ __forceinline__ void rope_row(float *x, int n_head, int head_dim, const float *cs, const ob_rope &r) {
     const int half = r.n_rot / 2;
     for (int e = threadIdx.x; e < n_head * half; e += blockDim.x) {
         const int h = e / half, k = e % half;
         const float c = cs[k], sn = cs[half + k];
-        const int a = r.style == OB_ROPE_NEOX ? k : 2 * k, b = r.style == OB_ROPE_NEOX ? k + half : 2 * k + 1;
+        int a, b;
+        rope_dims(r, k, &a, &b);
         float *v = x + (size_t)h * head_dim;
         const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c - x1 * sn;
-        v[b] = x0 * sn + x1 * c;
+        v[a] = rope_lo(x0, x1, c, sn);
+        v[b] = rope_hi(x0, x1, c, sn);
     }
+}
+
+/* Element d of the rotated head x[head_dim] (rope_row's value of it). */
+__device__ __forceinline__ float rope_elem(const float *x, int d, const float *cs, const ob_rope &r) {
+    const int half = r.n_rot / 2;
+    if (d >= 2 * half) return x[d];
+    const int k = r.style == OB_ROPE_NEOX ? (d < half ? d : d - half) : d >> 1;
+    int a, b;
+    rope_dims(r, k, &a, &b);
+    const float c = cs[k], sn = cs[half + k], x0 = x[a], x1 = x[b];
+    return d == a ? rope_lo(x0, x1, c, sn) : rope_hi(x0, x1, c, sn);
 }
 
 #endif
