@@ -8,8 +8,9 @@
 #            (OB_CUDA_LAYER on five files, OB_CUDA_PDL: tg128), and Nsight Compute's kernel times
 #            and sections of decode (LLAMA=0: no llama.cpp build). At most 8 files come back.
 #   check    after a change: tg128/pp512 of Llama-1B Q4_0 and BitNet TQ2_0, BitNet's profile
-#   ab VAR   the switch VAR off and on (0 / 1), twice alternating: tg128 of the 1-2B files, then
-#            the per-op profile (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 with VAR on
+#   ab VAR VALUES [VAR VALUES ...]  each switch at each of its values (e.g. "0 1"), twice
+#            alternating: tg128 of the 1-2B files (FILES="..." for fewer), then the per-op profile
+#            (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -57,9 +58,17 @@ quick)
         --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
         env OB_CUDA_LAYER=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-layer.txt 2>/dev/null ;;
 ab)
-    waitfor bn-q4_0.gguf # the last BitNet file
-    for f in l1b-Q4_0 l1b-Q4_K_M l1b-Q8_0 l1b-f16 bn-tq2_0 bn-tq1_0 bn-i2_s; do ab $2 $f "-p 0 -n 128" tg; done | tee $OUT/ab-$2.txt
-    env $2=1 OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
+    FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M l1b-Q8_0 l1b-f16 bn-tq2_0 bn-tq1_0 bn-i2_s}
+    # a file is complete once h200_setup.sh has begun the next one
+    after() { case $1 in l1b-f16) echo l1b-Q4_0;; l1b-Q4_0) echo l1b-Q4_K_M;; l1b-Q4_K_M) echo l1b-Q8_0;; l1b-Q8_0) echo bn-tq2_0;;
+              bn-tq2_0) echo bn-tq1_0;; bn-tq1_0) echo bn-i2_s;; *) echo bn-q4_0;; esac; }
+    for f in $FILES; do waitfor $(after $f).gguf; done
+    shift
+    while [ $# -ge 2 ]; do
+        for f in $FILES; do ab $1 $f "-p 0 -n 128" tg "$2"; done | tee $OUT/ab-$1.txt
+        shift 2
+    done
+    OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
 check)
     waitfor bn-tq1_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt

@@ -32,6 +32,11 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
                                                           float *part, int *cnt, at_rope ro) {
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
+    if (ro.on) { /* positions come from a copy ordered before the previous kernel: the angles (double
+                  * precision, as the reference) are computed while that kernel ends */
+        if ((int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
+        rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
+    }
     cu_dep();
     attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
 }

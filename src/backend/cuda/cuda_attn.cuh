@@ -30,11 +30,20 @@ struct at_smem {
     float m[AT_WARPS], l[AT_WARPS], o[AT_WARPS][AT_MAXK * 32];
 };
 
+/* The spans token i's positions are cut into: ns of the n_split blocks, none shorter than
+ * AT_SPAN_MIN positions (decided on the device from the position, so a recorded graph stays right
+ * as the context grows). */
+__device__ __forceinline__ int attn_spans(const ob_attn_args &a, int n_split, int i) {
+    return min(n_split, (a.pos[i] + 1 + AT_SPAN_MIN - 1) / AT_SPAN_MIN);
+}
+
 /* What the attention of one step takes over from rope_kv (cu_rope_attention: tokens of distinct
  * sequences): a.q, k and v hold the unrotated heads; every span rotates its query head, and the
  * span holding the token's own position rotates its K head and writes K and V there itself before
  * reading them (no other span reads that position; the spans of a KV head's other query heads
- * write the same bytes). on = 0: a.q is rotated and the caches are written (rope_kv ran). */
+ * write the same bytes). The caller puts the token's angles in at_rope_smem's cs (rope_angles)
+ * before attn_span synchronizes the group. on = 0: a.q is rotated and the caches are written
+ * (rope_kv ran). */
 struct at_rope {
     const float *k, *v; /* [n][n_head_kv * head_dim] */
     ob_rope r;
@@ -54,19 +63,16 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
                                           at_rope_smem *rs) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & (AT_WARPS - 1);
     const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
-    /* this token's spans: ns of the n_split blocks, none shorter than AT_SPAN_MIN positions
-     * (decided here from the position on the device, so a recorded graph stays right as the
-     * context grows); the blocks past them end at once */
-    const int np = a.pos[i] + 1, ns = min(n_split, (np + AT_SPAN_MIN - 1) / AT_SPAN_MIN), span = (np + ns - 1) / ns;
+    /* this token's spans (attn_spans); the blocks past them end at once */
+    const int np = a.pos[i] + 1, ns = attn_spans(a, n_split, i), span = (np + ns - 1) / ns;
     if (split >= ns) return;
     const int p0 = split * span, p1 = min(np, p0 + span);
     const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
-    if (ro.on) { /* rope_kv's part, with its arithmetic (cuda_rows.cuh) */
+    if (ro.on) { /* rope_kv's part, with its arithmetic (cuda_rows.cuh); rs->cs: the caller's angles */
         const int gt = threadIdx.x & (AT_WARPS * 32 - 1), own = p1 == np;
         const float *kin = ro.k + ((size_t)i * a.n_head_kv + kh) * hd;
-        rope_angles(rs->cs, a.pos[i], ro.r, gt, AT_WARPS * 32);
         for (int d = gt; d < hd; d += AT_WARPS * 32) {
             rs->q[d] = q[d];
             if (own) rs->k[d] = kin[d];

@@ -251,6 +251,7 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         if (r > 1 && smem > GV_SMEM) break;
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
+        if (s->gv_occ > 0 && occ > s->gv_occ) occ = s->gv_occ; /* fewer, larger blocks (OB_CUDA_GV_OCC) */
         R = r;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
     }
