@@ -1,7 +1,7 @@
 /* backend_fused.c — the optional fused ops of backend.h composed from a backend's plain ops.
  *
  * Owns: ob_backend_plain_fused, which fills a table's empty fused entries (matmul_add,
- * matmul_multi, matmul_glu, rope_kv, rmsnorm_act_quant) with the sequences of plain ops they stand
+ * matmul_multi, matmul_glu, rope_kv, rope_attention, rmsnorm_act_quant) with the sequences of plain ops they stand
  * for, in the engine's order, so they give exactly the plain path's bits. It exists for tests:
  * with OB_BACKEND_FUSED=plain, ob_backend_by_name gives the CPU backend these entries, so the
  * engine's fused call sites (engine/forward.c), which otherwise run only on a GPU, run in every
@@ -42,6 +42,14 @@ static void f_rope_kv(ob_backend *b, const ob_attn_args *a, float *q, float *k, 
     b->kv_write(b, (void *)a->v, a->type_v, v, a->n, kvd, a->n_ctx, a->pos, a->seq);
 }
 
+static int f_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
+    ob_attn_args t = *a;
+    t.q = q;
+    b->rope_kv(b, &t, q, k, v, r);
+    b->attention(b, &t);
+    return 1;
+}
+
 static void f_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
     b->rmsnorm(b, x, w, y, n, dim, eps);
     b->act_quant_i8(b, y, n, dim);
@@ -52,5 +60,6 @@ void ob_backend_plain_fused(ob_backend *b) {
     if (!b->matmul_multi) b->matmul_multi = f_matmul_multi;
     if (!b->matmul_glu) b->matmul_glu = f_matmul_glu;
     if (!b->rope_kv) b->rope_kv = f_rope_kv;
+    if (!b->rope_attention) b->rope_attention = f_rope_attention; /* after rope_kv: it calls that */
     if (!b->rmsnorm_act_quant) b->rmsnorm_act_quant = f_rmsnorm_act_quant;
 }

@@ -10,7 +10,9 @@
  * that short batches (decode) cover the longest context with short spans, while long prompts
  * (many tokens, each its own block) use one span; each token then cuts its own positions into
  * that many spans (at least AT_SPAN_MIN long) on the device. Cache rows of f32, f16 or q8_0 are
- * read directly (q8_0: lane d reads byte d % 32 of block d / 32).
+ * read directly (q8_0: lane d reads byte d % 32 of block d / 32). For decode steps whose tokens
+ * are of distinct sequences the same kernel also does rope_kv's work (cu_rope_attention,
+ * cuda_attn.cuh's at_rope): one launch less per layer.
  * Prompts (unless OB_CUDA_ATTN_TILES=0): f16 caches with head size 64 or 128 go to the tensor
  * cores (cuda_attn_mma.cu) unless OB_CUDA_ATTN_TILES=f32; the rest take k_attn_blk: 64
  * consecutive tokens of one sequence per block, the cache walked in tiles of 64 positions held in

@@ -240,7 +240,9 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
  * 2 for GLU) and rows in all: the smallest R whose blocks all fit on the GPU at once (one wave:
  * blocks in a second, partial wave wait for the first to finish: gate/up of Llama-3.2-1B took
  * 2.2 waves with at most 4 rows per weight), up to rmax rows staged and GV_SMEM bytes; the most
- * rows allowed where no R fits (large matrices: few waves). Remembered per shape. */
+ * rows allowed where no R fits (large matrices: few waves). Remembered per shape. (Capping the
+ * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
+ * BitNet TQ2_0 -0.9%; docs/bench.md, run 6.) */
 static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
@@ -251,7 +253,6 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         if (r > 1 && smem > GV_SMEM) break;
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
-        if (s->gv_occ > 0 && occ > s->gv_occ) occ = s->gv_occ; /* fewer, larger blocks (OB_CUDA_GV_OCC) */
         R = r;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
     }

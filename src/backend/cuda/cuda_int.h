@@ -104,7 +104,6 @@ typedef struct {
     size_t layer_ticks_cap;
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
-    int gv_occ;            /* OB_CUDA_GV_OCC=k: the decode matmul's rows per block picked for at most k blocks per SM (0: as many as fit) */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
