@@ -846,6 +846,15 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
     }
     if (gf) gpu_free(gf);
+    /* the row kernel reading RMSNorm's weights before it waits (OB_CUDA_ROWS_WPRE=1): the row ops
+     * against the CPU, and the codes they hand on against the quantizer's (test_fused) */
+    ob_backend *gw = gpu_new_with("OB_CUDA_ROWS_WPRE", "1");
+    CHECK(gw != NULL);
+    if (gw) {
+        test_row_ops(gw, c);
+        test_fused(gw);
+        gpu_free(gw);
+    }
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
@@ -907,6 +916,9 @@ static void test_rope_attention_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
+    /* and with RMSNorm's weights read before the row kernel waits: the same values */
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "1", 100, "cuda-rows-wpre"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "1", 100, "cuda-rows-wpre"));
 }
 
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference

@@ -16,14 +16,16 @@
 
 #define OPS_THREADS 256
 
-/* Row blockIdx.x, its elements [blockIdx.y * slice, + slice). */
+/* Row blockIdx.x, its elements [blockIdx.y * slice, + slice); wpre: the norm's weights read before
+ * the wait for the previous kernel (where registers allow: 256 threads, or up to 8 values a
+ * thread of 1024). */
 template <int PER, int TH>
 __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
-                                               float2 *xs, int slice) {
-    cu_dep();
+                                               float2 *xs, int slice, int wpre) {
     const size_t i = blockIdx.x;
     const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
-    rows_regs<PER>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL, q ? xs + i * (dim / 32) : NULL, lo, hi);
+    rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
+                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { cu_dep(); });
 }
 
 /* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
@@ -77,7 +79,7 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
     slice = (slice + 31) & ~31;
     ns = (dim + slice - 1) / slice;
     const dim3 grid((unsigned)n, (unsigned)ns);
-#define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice)
+#define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre)
     if (th == 1024 && per <= 2) ROWS_K(2, 1024);
     else if (th == 1024 && per <= 4) ROWS_K(4, 1024);
     else if (th == 1024 && per <= 8) ROWS_K(8, 1024);

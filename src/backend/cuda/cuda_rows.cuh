@@ -19,11 +19,23 @@
  * [lo, hi): decode-sized batches spread a row's writes over several blocks (one SM alone spent 5-10
  * us on a row's codes), while every block's arithmetic, and so every value, stays that of one
  * block doing the whole row. Each step takes the values the previous one wrote: the same
- * arithmetic as the separate ops. */
-template <int PER>
+ * arithmetic as the separate ops. wait() runs before x is read; with WPRE and wpre, the norm's
+ * weights are read into registers before it (weights never change: a kernel may read them before
+ * it waits for the previous one), else after the row's sum of squares (a second dependent round
+ * trip to memory); the same values either way. */
+struct rows_nowait {
+    __device__ void operator()() const {}
+};
+template <int PER, bool WPRE = false, typename WAIT = rows_nowait>
 __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float *yi, int dim, float eps, int norm, int aq, int8_t *qi,
-                                          float2 *xsi, int lo, int hi) {
+                                          float2 *xsi, int lo, int hi, int wpre = 0, WAIT wait = WAIT()) {
     const int bd = blockDim.x, t = threadIdx.x;
+    float wv[WPRE ? PER : 1];
+    if constexpr (WPRE)
+        if (wpre)
+#pragma unroll
+            for (int k = 0; k < PER; k++) wv[k] = norm && w && t + k * bd < dim ? w[t + k * bd] : 1.0f;
+    wait();
     float v[PER];
 #pragma unroll
     for (int k = 0; k < PER; k++) v[k] = t + k * bd < dim ? xi[t + k * bd] : 0.0f;
@@ -35,7 +47,12 @@ __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float
         const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
 #pragma unroll
         for (int k = 0; k < PER; k++)
-            if (t + k * bd < dim) v[k] = v[k] * inv * (w ? w[t + k * bd] : 1.0f);
+            if (t + k * bd < dim) {
+                float wk;
+                if constexpr (WPRE) wk = wpre ? wv[k] : w ? w[t + k * bd] : 1.0f;
+                else wk = w ? w[t + k * bd] : 1.0f;
+                v[k] = v[k] * inv * wk;
+            }
     }
     if (aq) {
         float mx = 0.0f;
