@@ -846,9 +846,10 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
     }
     if (gf) gpu_free(gf);
-    /* the row kernel reading RMSNorm's weights before it waits (OB_CUDA_ROWS_WPRE=1): the row ops
-     * against the CPU, and the codes they hand on against the quantizer's (test_fused) */
-    ob_backend *gw = gpu_new_with("OB_CUDA_ROWS_WPRE", "1");
+    /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
+     * default reads them before it waits): the row ops against the CPU, and the codes they hand
+     * on against the quantizer's (test_fused) */
+    ob_backend *gw = gpu_new_with("OB_CUDA_ROWS_WPRE", "0");
     CHECK(gw != NULL);
     if (gw) {
         test_row_ops(gw, c);
@@ -916,9 +917,13 @@ static void test_rope_attention_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
-    /* and with RMSNorm's weights read before the row kernel waits: the same values */
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "1", 100, "cuda-rows-wpre"));
-    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "1", 100, "cuda-rows-wpre"));
+}
+
+/* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
+ * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
+static void test_rows_wpre_engine(void) {
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
 }
 
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference
@@ -942,6 +947,7 @@ OB_SUITE(cuda_golden) {
     test_graphs();
     test_layer_engine();
     test_rope_attention_engine();
+    test_rows_wpre_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

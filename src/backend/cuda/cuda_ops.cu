@@ -18,7 +18,9 @@
 
 /* Row blockIdx.x, its elements [blockIdx.y * slice, + slice); wpre: the norm's weights read before
  * the wait for the previous kernel (where registers allow: 256 threads, or up to 8 values a
- * thread of 1024). */
+ * thread of 1024). Read after the row's sum instead, they came from HBM (a decode step streams
+ * the weights through L2) on the critical path: H200 tg128 +8.7% Llama-3.2-1B Q4_0, +13% BitNet
+ * TQ2_0 with them read first (docs/bench.md, run 6). */
 template <int PER, int TH>
 __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
                                                float2 *xs, int slice, int wpre) {
