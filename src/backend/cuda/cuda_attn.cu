@@ -31,14 +31,15 @@
 #include "backend/cuda/cuda_int.h"
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
-                                                          float *part, int *cnt, at_rope ro) {
+                                                          float *part, int *cnt, at_rope ro, int prefetch) {
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
-    if (ro.on) { /* positions come from a copy ordered before the previous kernel: the angles (double
-                  * precision, as the reference) are computed while that kernel ends */
-        if ((int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
-        rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
-    }
+    /* positions come from a copy ordered before the previous kernel: the blocks past a token's
+     * spans end, the cache rows are asked for and the angles (double precision, as the reference)
+     * computed while that kernel ends */
+    if ((ro.on || prefetch) && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
+    if (prefetch) attn_prefetch(a, krb, vrb, khb, vhb, n_split, blockIdx.x, blockIdx.y, blockIdx.z);
+    if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
     cu_dep();
     attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
 }
@@ -268,7 +269,7 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int n_split = cu_attn_splits(s, a);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
-              s->attn_cnt, ro);
+              s->attn_cnt, ro, s->attn_prefetch);
 }
 
 void cu_attention(cu_state *s, const ob_attn_args *a) {

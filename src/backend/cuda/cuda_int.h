@@ -105,6 +105,7 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
+    int attn_prefetch;     /* OB_CUDA_ATTN_PREFETCH=1: decode attention asks L2 for its span's cache rows before it waits (cuda_attn.cuh; not yet run on a GPU) */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -126,7 +127,10 @@ void cu_check_blas(cublasStatus_t e, const char *what);
  * memory an earlier op may touch: it waits until the previous kernel has finished and its
  * writes are visible (which, as that kernel waited for its own predecessor, orders it after
  * every earlier op), then lets the next kernel be scheduled. Before the PDL machine (sm_80) both
- * are no-ops and launches are ordered as usual. */
+ * are no-ops and launches are ordered as usual. What no op writes during a step (weights, norm
+ * weights, biases, RoPE frequency factors, positions copied before the step) a kernel reads
+ * before cu_dep(): read after, such small constants come from HBM on the critical path (a decode
+ * step streams the weights through L2), about 1-2 us each (docs/cuda.md). */
 __device__ __forceinline__ void cu_dep() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

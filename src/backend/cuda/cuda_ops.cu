@@ -185,9 +185,10 @@ void cu_add(cu_state *s, float *y, const float *x, size_t n) {
 }
 
 __global__ void k_add_bias(float *y, const float *bias, size_t total, int dim) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const float b = i < total ? bias[i % dim] : 0.0f; /* a weight: read before the wait (cuda_int.h, cu_dep) */
     cu_dep();
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < total) y[i] += bias[i % dim];
+    if (i < total) y[i] += b;
 }
 
 void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim) {
