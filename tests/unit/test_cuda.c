@@ -37,6 +37,8 @@
 void ob_test_golden_device(const char *device); /* test_golden.c */
 int ob_test_same_logits(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
                         const char *label); /* test_fused_engine.c */
+int ob_test_same_logits_mixed(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
+                              const char *label); /* test_fused_engine.c */
 float *ob_test_decode_two(const char *path, const char *device, const char *env, const char *val, int steps,
                           int *n_vocab); /* test_fused_engine.c */
 
@@ -527,7 +529,7 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
 /* rope_attention (one kernel) against rope_kv, then attention (the split kernel) on the GPU: the
  * same output and cache bytes, for n tokens of distinct sequences at positions up to n_ctx - 1
  * over caches filled with random rows; off (OB_CUDA_ROPE_ATTN=0), it declines. */
-static void test_rope_attention(ob_backend *g, int type, int style, int hd, int n_rot, int n, int n_ctx) {
+static void test_rope_attention(ob_backend *g, int type, int style, int hd, int n_rot, int n, int n_ctx, int with_ff) {
     const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, n_seq = n;
     const size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, rb = ob_type_row_size(type, kvd), cb = (size_t)n_seq * n_ctx * rb;
     int32_t *pos = malloc((size_t)n_ctx * 4), *seq = malloc((size_t)n_ctx * 4);
@@ -551,6 +553,10 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
     pos[0] = n_ctx - 1;
     if (n > 1) pos[1] = 0;
     ob_rope r = {(ob_rope_style)style, n_rot, 10000.0f, 1.0f, NULL};
+    float ff[128];
+    for (int i = 0; i < n_rot / 2; i++) ff[i] = 1.0f + 3.0f * (runi() + 1.0f);
+    void *dff = with_ff ? dev_copy(g, ff, (size_t)(n_rot / 2) * sizeof(float)) : NULL;
+    r.freq_factors = dff; /* llama3 scaling: per-pair factors, on the device */
     float *q = randf(qn, 1.0f), *k = randf(kn, 1.0f), *v = randf(kn, 1.0f);
     void *dq[2], *dk[2], *dv = dev_copy(g, v, kn * 4), *dout[2];
     for (int c = 0; c < 2; c++) {
@@ -576,8 +582,8 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
         same &= memcmp(c1, c2, cb) == 0;
     }
     if (!same || ob_test_verbose)
-        fprintf(stderr, "  cuda rope_attention %s style %d hd=%d n_rot=%d n=%d ctx=%d: %s\n", ob_type_name(type), style, hd, n_rot, n, n_ctx,
-                same ? "same bits as rope_kv + attention" : "differs from rope_kv + attention");
+        fprintf(stderr, "  cuda rope_attention %s style %d hd=%d n_rot=%d n=%d ctx=%d%s: %s\n", ob_type_name(type), style, hd, n_rot, n,
+                n_ctx, with_ff ? " freq_factors" : "", same ? "same bits as rope_kv + attention" : "differs from rope_kv + attention");
     CHECK(same);
     ob_backend *off = gpu_new_with("OB_CUDA_ROPE_ATTN", "0");
     CHECK(off != NULL);
@@ -587,6 +593,7 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
     }
     void *bufs[] = {kc[0], kc[1], vc[0], vc[1], drows, dv, dq[0], dq[1], dk[0], dk[1], dout[0], dout[1]};
     for (int i = 0; i < 12; i++) g->dealloc(g, bufs[i]);
+    if (dff) g->dealloc(g, dff);
     free(o1); free(o2); free(c1); free(c2); free(q); free(k); free(v); free(rows); free(pos); free(seq);
 }
 
@@ -813,10 +820,12 @@ OB_SUITE(cuda_kernels) {
     CHECK(g->rope_attention != NULL);
     for (int k = 0; g->rope_attention && k < 3; k++)
         for (int style = 0; style < 2; style++) {
-            test_rope_attention(g, kv_types[k], style, 64, 64, 1, 7);
-            test_rope_attention(g, kv_types[k], style, 64, 48, 3, 300);
-            test_rope_attention(g, kv_types[k], style, 128, 128, 1, 3000); /* split spans */
-            test_rope_attention(g, kv_types[k], style, 128, 96, 2, 129);
+            test_rope_attention(g, kv_types[k], style, 64, 64, 1, 7, 0);
+            test_rope_attention(g, kv_types[k], style, 64, 48, 3, 300, 1);
+            test_rope_attention(g, kv_types[k], style, 128, 128, 1, 3000, 0); /* split spans */
+            test_rope_attention(g, kv_types[k], style, 128, 96, 2, 129, 1);
+            /* more positions than 16 a span of the grid's spans cover: empty spans after the last */
+            test_rope_attention(g, kv_types[k], style, 64, 64, 1, 4300, 1);
         }
     for (int k = 0; k < 3; k++) {
         test_kv_attention(g, c, kv_types[k], 64, 300, 3, 0);
@@ -853,8 +862,8 @@ OB_SUITE(cuda_kernels) {
     for (int k = 0; gp && k < 3; k++) {
         test_kv_attention(gp, c, kv_types[k], 64, 300, 3, 0);
         test_kv_attention(gp, c, kv_types[k], 128, 3000, 1, 0);
-        test_rope_attention(gp, kv_types[k], 0, 64, 64, 1, 7);
-        test_rope_attention(gp, kv_types[k], 1, 128, 128, 1, 3000);
+        test_rope_attention(gp, kv_types[k], 0, 64, 64, 1, 7, 0);
+        test_rope_attention(gp, kv_types[k], 1, 128, 128, 1, 3000, 1);
     }
     if (gp) gpu_free(gp);
     /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
@@ -928,6 +937,10 @@ static void test_rope_attention_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
+    /* two-token steps, of two sequences (fused) and of one (not: its second token reads the first's
+     * position), alternating with the same token count: recorded steps must tell them apart */
+    CHECK(ob_test_same_logits_mixed("llama", "q4_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
+    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
 }
 
 /* The engine with decode attention's cache rows asked for before it waits (OB_CUDA_ATTN_PREFETCH=1)

@@ -90,7 +90,9 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
     if (ro.on) { /* rope_kv's part, with its arithmetic (cuda_rows.cuh); rs->cs: the caller's angles */
-        const int gt = threadIdx.x & (AT_WARPS * 32 - 1), own = p1 == np;
+        /* own: the one non-empty span holding the position (spans past it are empty when 16
+         * positions a span cannot cover the context) */
+        const int gt = threadIdx.x & (AT_WARPS * 32 - 1), own = p0 < np && p1 == np;
         const float *kin = ro.k + ((size_t)i * a.n_head_kv + kh) * hd;
         for (int d = gt; d < hd; d += AT_WARPS * 32) {
             rs->q[d] = q[d];

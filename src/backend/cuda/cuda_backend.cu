@@ -76,7 +76,8 @@ void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes) {
     *cap = bytes;
 }
 
-const int32_t *cu_idx(cu_state *s, const int32_t *host, int n) {
+/* cu_idx, never overwriting the slot whose copy is keep (an array the same op already holds). */
+static const int32_t *cu_idx_keep(cu_state *s, const int32_t *host, int n, const int32_t *keep) {
     if (n <= 0) return NULL;
     if (s->cap) { /* recording: the step's arrays live in the recording's own buffer */
         for (int k = 0; k < 3; k++)
@@ -88,6 +89,7 @@ const int32_t *cu_idx(cu_state *s, const int32_t *host, int n) {
         cu_idx_slot *sl = &s->idx[i];
         if (sl->n == n && memcmp(sl->host, host, (size_t)n * sizeof *host) == 0) return sl->dev;
     }
+    if (keep && s->idx[s->idx_next].dev == keep) s->idx_next = (s->idx_next + 1) % CU_IDX_SLOTS;
     cu_idx_slot *sl = &s->idx[s->idx_next];
     s->idx_next = (s->idx_next + 1) % CU_IDX_SLOTS;
     cu_check(cudaEventSynchronize(sl->done), "index copy");
@@ -103,6 +105,15 @@ const int32_t *cu_idx(cu_state *s, const int32_t *host, int n) {
     cu_check(cudaMemcpyAsync(sl->dev, sl->host, (size_t)n * sizeof *host, cudaMemcpyHostToDevice, s->stream), "index copy");
     cu_check(cudaEventRecord(sl->done, s->stream), "index copy");
     return sl->dev;
+}
+
+const int32_t *cu_idx(cu_state *s, const int32_t *host, int n) { return cu_idx_keep(s, host, n, NULL); }
+
+/* The positions and sequence ids of an op: the second copy never takes the first's slot (a hit
+ * for pos in an old slot, then a miss for seq landing on that slot, would alias them). */
+static void cu_idx_ps(cu_state *s, const int32_t *pos, const int32_t *seq, int n, const int32_t **dpos, const int32_t **dseq) {
+    *dpos = cu_idx_keep(s, pos, n, NULL);
+    *dseq = cu_idx_keep(s, seq, n, *dpos);
 }
 
 static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen) {
@@ -337,8 +348,7 @@ static void cu_op_rope_kv(ob_backend *b, const ob_attn_args *a, float *q, float 
     cu_state *s = st(b);
     xq_forget(s);
     ob_attn_args d = *a;
-    d.pos = cu_idx(s, a->pos, a->n);
-    d.seq = cu_idx(s, a->seq, a->n);
+    cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
     PROF(s, "rope_kv", 4.0 * a->n * (a->n_head + 3 * a->n_head_kv) * a->head_dim, cu_rope_kv(s, &d, q, k, v, r));
 }
 
@@ -346,7 +356,8 @@ static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x,
                            const int32_t *seq) {
     cu_state *s = st(b);
     xq_forget(s);
-    const int32_t *dpos = cu_idx(s, pos, n), *dseq = cu_idx(s, seq, n);
+    const int32_t *dpos, *dseq;
+    cu_idx_ps(s, pos, seq, n, &dpos, &dseq);
     PROF(s, "kv_write", 4.0 * n * dim, cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq));
 }
 
@@ -369,8 +380,7 @@ static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
     cu_state *s = st(b);
     xq_forget(s);
     ob_attn_args d = *a;
-    d.pos = cu_idx(s, a->pos, a->n);
-    d.seq = cu_idx(s, a->seq, a->n);
+    cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
     PROF(s, a->n == 1 ? "attention n=1" : "attention n>1", attn_bytes(s, a), attention_any(s, &d, a));
 }
 
@@ -380,8 +390,7 @@ static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, 
     xq_forget(s);
     ob_attn_args d = *a;
     d.q = q;
-    d.pos = cu_idx(s, a->pos, a->n);
-    d.seq = cu_idx(s, a->seq, a->n);
+    cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
     PROF(s, a->n == 1 ? "rope+attention n=1" : "rope+attention n>1", attn_bytes(s, a), cu_rope_attention(s, &d, k, v, r));
     return 1;
 }
@@ -390,8 +399,7 @@ static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
     cu_state *s = st(b);
     if (!s->layer) return 0;
     ob_layer_args d = *l;
-    d.attn.pos = cu_idx(s, l->attn.pos, 1); /* (kept for the ops when the kernel declines) */
-    d.attn.seq = cu_idx(s, l->attn.seq, 1);
+    cu_idx_ps(s, l->attn.pos, l->attn.seq, 1, &d.attn.pos, &d.attn.seq); /* (kept for the ops when the kernel declines) */
     if (!cu_layer(s, &d)) return 0;
     xq_forget(s);
     return 1;
