@@ -169,6 +169,95 @@ template <int PER> __device__ __forceinline__ void quant_regs(const float (&v)[P
     }
 }
 
+/* The codes of 32 values at scale d (id its inverse, 0 for d = 0), quant_elem's arithmetic by one
+ * thread: into q (16-byte aligned), and (d, d * sum of codes) into *xs. */
+__device__ __forceinline__ void quant_blk32(const float (&v)[32], float d, float id, int8_t *q, float2 *xs) {
+    int sum = 0;
+    uint32_t w[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        w[k] = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int c = (int)fminf(fmaxf(rintf(v[4 * k + j] * id), -127.0f), 127.0f);
+            sum += c;
+            w[k] |= (uint32_t)(c & 0xff) << (8 * j);
+        }
+    }
+    ((int4 *)q)[0] = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+    ((int4 *)q)[1] = make_int4((int)w[4], (int)w[5], (int)w[6], (int)w[7]);
+    *xs = make_float2(d, d * (float)sum);
+}
+
+/* 32 floats from p (16-byte aligned; written by an earlier kernel: loads that skip L1). */
+__device__ __forceinline__ void ld32cg(const float *p, float (&v)[32]) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float4 f = __ldcg((const float4 *)p + k);
+        v[4 * k] = f.x;
+        v[4 * k + 1] = f.y;
+        v[4 * k + 2] = f.z;
+        v[4 * k + 3] = f.w;
+    }
+}
+
+/* The codes of one row x (n_in a multiple of 32, at most 32 * NB * blockDim values; x 16-byte
+ * aligned) by a whole block, into q and xs (shared memory: the decode matmul quantizes its own
+ * input, cuda_gemv.cu): quant_regs's statistics and codes, each thread taking whole 32-element
+ * blocks b = threadIdx.x + k * blockDim, so a block's max and code sum need no lane exchange.
+ * Each block is coded at its own scale first; the row test then looks at the blocks' maxima: a
+ * row on the grid of its max has every value there, its blocks' maxima included, so a row whose
+ * maxima all pass (BitNet's quantized rows; other rows almost never) is read again for the full
+ * test and, when it holds, coded again at the row's one scale. No barrier after the writes. */
+template <int NB> __device__ __forceinline__ void quant_own(const float *x, int n_in, int8_t *q, float2 *xs) {
+    const int nb = n_in >> 5, bd = blockDim.x;
+    float amax = 0.0f, bm[NB];
+#pragma unroll
+    for (int k = 0; k < NB; k++) {
+        const int b = threadIdx.x + k * bd;
+        bm[k] = 0.0f;
+        if (b >= nb) continue;
+        float v[32];
+        ld32cg(x + 32 * b, v);
+        uint32_t mb = 0; /* the bits of non-negative floats order as the values (a NaN above all, as quant_regs's) */
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            amax = fmaxf(amax, fabsf(v[i]));
+            mb = max(mb, __float_as_uint(fabsf(v[i])));
+        }
+        bm[k] = __uint_as_float(mb);
+        const float d = bm[k] / 127.0f;
+        quant_blk32(v, d, d != 0.0f ? 1.0f / d : 0.0f, q + 32 * b, xs + b);
+    }
+    amax = block_reduce<true>(amax);
+    const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
+    float off = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NB; k++)
+        if (threadIdx.x + k * bd < nb) off = fmaxf(off, quant_off(bm[k], idr));
+    off = block_reduce<true>(off);
+    if (amax == 0.0f || off != 0.0f) return; /* the same in every thread */
+    off = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NB; k++) {
+        const int b = threadIdx.x + k * bd;
+        if (b >= nb) continue;
+        float v[32];
+        ld32cg(x + 32 * b, v);
+#pragma unroll
+        for (int i = 0; i < 32; i++) off = fmaxf(off, quant_off(v[i], idr));
+    }
+    if (block_reduce<true>(off) != 0.0f) return;
+#pragma unroll
+    for (int k = 0; k < NB; k++) {
+        const int b = threadIdx.x + k * bd;
+        if (b >= nb) continue;
+        float v[32];
+        ld32cg(x + 32 * b, v);
+        quant_blk32(v, dr, idr, q + 32 * b, xs + b);
+    }
+}
+
 /* The codes of rows [0, n) of y[n][dim] (dim a multiple of 32) by one block (blockDim a multiple
  * of 32) from memory that other blocks of the launch wrote (loads that skip L1): the same
  * statistics and codes as quant_regs, in three passes over each row (max, on-grid test, codes:
