@@ -406,64 +406,6 @@ static void test_fused(ob_backend *g) {
     }
 }
 
-/* One token's matmul quantizing its own input (the default, k_gv's SQ) against the quantizer
- * launch before it (a backend with OB_CUDA_SELFQ=0): the same outputs, bit for bit, on rows that
- * take each branch of the row test: random; on the grid of their max (BitNet's quantized rows:
- * one scale); on it but for one value (the blocks' maxima pass, the full test fails); zero; a
- * zero block; a NaN. Short rows and the longest a block quantizes (8192), matmul and matmul_add. */
-static void test_selfq(ob_backend *g) {
-    ob_backend *g0 = gpu_new_with("OB_CUDA_SELFQ", "0");
-    CHECK(g0 != NULL);
-    if (!g0) return;
-    static const int types[] = {OB_TYPE_Q4_0, OB_TYPE_Q4_K, OB_TYPE_TQ2_0, OB_TYPE_Q6_K};
-    static const int64_t lens[] = {256, 2048, 8192};
-    for (int ti = 0; ti < 4; ti++)
-        for (int li = 0; li < 3; li++) {
-            const int type = types[ti];
-            const int64_t n_in = lens[li], n_out = 97;
-            void *wq = random_quantized(type, n_in, n_out, 0);
-            ob_weight w = weight_on(g, type, n_in, n_out, wq), w0 = weight_on(g0, type, n_in, n_out, wq);
-            free(wq);
-            for (int kind = 0; kind < 6; kind++) {
-                float *x = randf((size_t)n_in, 1.0f);
-                if (kind >= 1 && kind <= 2)
-                    for (int64_t i = 0; i < n_in; i++) x[i] = 0.37f * (float)((int)(x[i] * 40.0f) % 128);
-                if (kind == 2) x[n_in / 2 + 3] += 0.37f * 0.4f;
-                if (kind == 3) memset(x, 0, (size_t)n_in * sizeof(float));
-                if (kind == 4) memset(x + 32, 0, 32 * sizeof(float));
-                if (kind == 5) x[n_in - 1] = NAN;
-                float *y = randf((size_t)n_out, 1.0f);
-                void *dx = dev_copy(g, x, (size_t)n_in * 4), *dx0 = dev_copy(g0, x, (size_t)n_in * 4);
-                void *dy = dev_nan(g, n_out), *dy0 = dev_nan(g0, n_out);
-                void *da = dev_copy(g, y, (size_t)n_out * 4), *da0 = dev_copy(g0, y, (size_t)n_out * 4);
-                g->matmul(g, &w, dx, dy, 1);
-                g->matmul_add(g, &w, dx, da, 1);
-                g0->matmul(g0, &w0, dx0, dy0, 1);
-                g0->matmul_add(g0, &w0, dx0, da0, 1);
-                float *h[4] = {dev_get(g, dy, n_out), dev_get(g0, dy0, n_out), dev_get(g, da, n_out), dev_get(g0, da0, n_out)};
-                int same = 1;
-                for (int64_t i = 0; i < n_out; i++) same &= !memcmp(&h[0][i], &h[1][i], 4) && !memcmp(&h[2][i], &h[3][i], 4);
-                if (!same || ob_test_verbose)
-                    fprintf(stderr, "  cuda self-quantizing matmul %-6s n_in=%-5d row kind %d: %s\n", ob_type_get(type)->name, (int)n_in, kind,
-                            same ? "same bits" : "DIFFERENT");
-                CHECK(same);
-                for (int i = 0; i < 4; i++) free(h[i]);
-                g->dealloc(g, dx);
-                g->dealloc(g, dy);
-                g->dealloc(g, da);
-                g0->dealloc(g0, dx0);
-                g0->dealloc(g0, dy0);
-                g0->dealloc(g0, da0);
-                free(x);
-                free(y);
-            }
-            g->dealloc(g, (void *)w.data);
-            g0->dealloc(g0, (void *)w0.data);
-        }
-    test_fused(g0);
-    gpu_free(g0);
-}
-
 /* ---- row ops against the CPU backend ------------------------------------------------- */
 
 static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, double tol, const char *what) {
@@ -868,7 +810,6 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
-    test_selfq(g);
     test_layer(g);
     test_row_ops(g, c);
     test_rope(g, c);
@@ -1009,10 +950,6 @@ static void test_prefetch_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_PREFETCH", "1", 100, "cuda-attn-prefetch"));
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
-    /* the quantizer launched before each projection whose input has no codes (OB_CUDA_SELFQ=0)
-     * instead of the projection's blocks quantizing it */
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_SELFQ", "0", 100, "cuda-selfq"));
-    CHECK(ob_test_same_logits("llama", "q8_0", "cuda", "OB_CUDA_SELFQ", "0", 100, "cuda-selfq"));
 }
 
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference

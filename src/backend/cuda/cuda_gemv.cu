@@ -38,9 +38,6 @@
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
-#define GV_SQ_NB 2         /* a block quantizing its own input (k_gv<..., true>): 32-element blocks a thread */
-#define GV_SQ_MAX (GV_SQ_NB * GV_THREADS * 32) /* its longest row */
-#define GV_SMEM_ALL 49152  /* dynamic shared memory without the opt-in attribute */
 
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
 struct gv_job {
@@ -185,13 +182,11 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
 
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales) {
     cu_xq_bufs(s, n, dim, codes, scales);
-    if (!cu_xq_has(s, x, n, dim)) {
+    if (s->xq_src != x || s->xq_n != n || s->xq_dim != dim) {
         cu_quant_rows(s, x, n, dim, *codes, *scales);
         cu_xq_tag(s, x, n, dim);
     }
 }
-
-int cu_xq_has(const cu_state *s, const float *x, int n, int dim) { return s->xq_src == x && s->xq_n == n && s->xq_dim == dim; }
 
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_src = src;
@@ -199,14 +194,7 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-/* Shared memory a block quantizing its own n_in inputs (SQ) keeps their codes and scales in, after
- * the staged rows. */
-__host__ __device__ __forceinline__ size_t gv_sq_bytes(int n_in) { return (size_t)n_in + (size_t)n_in / 32 * sizeof(float2); }
-
-/* SQ (one token, int8 path): each block makes x's codes itself (quant_own) into shared memory,
- * while its staged rows arrive, instead of a quantizer launch before it (cu_quant_rows): the same
- * codes. */
-template <int T, int NT, int RMAX, bool SQ>
+template <int T, int NT, int RMAX>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -220,22 +208,13 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
     __pipeline_commit();
     cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-    const int8_t *xq = a.xq;
-    const float2 *xs = a.xs;
-    if constexpr (SQ) {
-        int8_t *q = (int8_t *)(sm + (glu ? 2 : 1) * stride);
-        float2 *qs = (float2 *)(q + a.n_in);
-        quant_own<GV_SQ_NB>(a.x, a.n_in, q, qs);
-        xq = q;
-        xs = qs;
-    }
     __pipeline_wait_prior(0);
     __syncthreads();
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -264,14 +243,14 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
  * rows allowed where no R fits (large matrices: few waves). Remembered per shape. (Capping the
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6.) */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, size_t extra) {
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
     int R = 1;
     for (int r = 1; r <= rmax / weights; r++) {
-        const size_t smem = (size_t)weights * gv_span((size_t)r * rb) + extra;
-        if (r > 1 && smem - extra > GV_SMEM) break;
+        const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
+        if (r > 1 && smem > GV_SMEM) break;
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
         R = r;
@@ -290,34 +269,22 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, bool SQ = false> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
-    const size_t extra = SQ ? gv_sq_bytes(a.n_in) : 0;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, SQ>, a.rb, weights, rows, RMAX, extra);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb) + extra;
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, SQ>, a);
-}
-
-/* Whether one token's matmul quantizes x itself (k_gv's SQ): x has no codes yet (nothing wrote
- * them with it, as RMSNorm does), the row fits quant_own, and one staged row with the codes fits
- * shared memory without the opt-in. */
-static bool gv_sq(cu_state *s, const gv_args &a) {
-    const int weights = a.ep == GV_GLU ? 2 : 1;
-    return s->gv_selfq && a.n == 1 && a.n_in <= GV_SQ_MAX && !cu_xq_has(s, a.x, a.n, a.n_in) &&
-           (size_t)weights * gv_span(a.rb) + gv_sq_bytes(a.n_in) <= GV_SMEM_ALL;
+    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
-    if constexpr (cu_q8_type(T)) {
-        if (gv_sq(s, a)) return gv_launch<T, 1, 16, true>(s, a);
-        /* the activations' codes, once for every weight of the call (or from RMSNorm) */
+    if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
         cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs);

@@ -106,7 +106,6 @@ typedef struct {
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int attn_prefetch;     /* OB_CUDA_ATTN_PREFETCH=1: decode attention asks L2 for its span's cache rows before it waits (cuda_attn.cuh; not yet run on a GPU) */
-    int gv_selfq;          /* one token's decode matmul quantizes its own input when nothing did (cuda_gemv.cu), unless OB_CUDA_SELFQ=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -193,8 +192,6 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
 /* The codes of x[n][dim] in the codes buffer: quantized (cu_quant_rows) and tagged unless the tag
  * says the buffer holds them already */
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales);
-/* Whether the codes buffer holds x[n][dim]'s codes (its tag). */
-int cu_xq_has(const cu_state *s, const float *x, int n, int dim);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
 /* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
  * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
