@@ -11,6 +11,9 @@
 #   ab VAR VALUES [VAR VALUES ...]  each switch at each of its values (e.g. "0 1"), twice
 #            alternating: tg128 of the 1-2B files (FILES="..." for fewer), then the per-op profile
 #            (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
+#   abbuild DEFS  a build option against the default build: build-b/ built with the nvcc
+#            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"), then tg128 of the 1-2B files
+#            (FILES="..." for fewer) with each binary, twice alternating
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -69,6 +72,12 @@ ab)
         shift 2
     done
     OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
+abbuild)
+    FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M bn-tq2_0}
+    make CUDA=1 BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 build-b/1bit >$OUT/build-b.log 2>&1 || { tail -30 $OUT/build-b.log; exit 1; }
+    waitfor bn-tq1_0.gguf
+    for f in $FILES; do for rep in 1 2; do for b in build build-b; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
+        grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt ;;
 check)
     waitfor bn-tq1_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt

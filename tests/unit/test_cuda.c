@@ -855,17 +855,6 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
     }
     if (gf) gpu_free(gf);
-    /* decode attention asking L2 for its cache rows before it waits (OB_CUDA_ATTN_PREFETCH=1): the
-     * split kernel against the CPU, and rope_attention against rope_kv + attention */
-    ob_backend *gp = gpu_new_with("OB_CUDA_ATTN_PREFETCH", "1");
-    CHECK(gp != NULL);
-    for (int k = 0; gp && k < 3; k++) {
-        test_kv_attention(gp, c, kv_types[k], 64, 300, 3, 0);
-        test_kv_attention(gp, c, kv_types[k], 128, 3000, 1, 0);
-        test_rope_attention(gp, kv_types[k], 0, 64, 64, 1, 7, 0);
-        test_rope_attention(gp, kv_types[k], 1, 128, 128, 1, 3000, 1);
-    }
-    if (gp) gpu_free(gp);
     /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
      * default reads them before it waits): the row ops against the CPU, and the codes they hand
      * on against the quantizer's (test_fused) */
@@ -943,11 +932,9 @@ static void test_rope_attention_engine(void) {
     CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
 }
 
-/* The engine with decode attention's cache rows asked for before it waits (OB_CUDA_ATTN_PREFETCH=1)
- * and without, and with RMSNorm's weights read before the row kernel waits (the default) and after
- * the row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
-static void test_prefetch_engine(void) {
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_PREFETCH", "1", 100, "cuda-attn-prefetch"));
+/* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
+ * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
+static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
 }
@@ -973,7 +960,7 @@ OB_SUITE(cuda_golden) {
     test_graphs();
     test_layer_engine();
     test_rope_attention_engine();
-    test_prefetch_engine();
+    test_rows_wpre_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

@@ -31,14 +31,14 @@
 #include "backend/cuda/cuda_int.h"
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
-                                                          float *part, int *cnt, at_rope ro, int prefetch) {
+                                                          float *part, int *cnt, at_rope ro) {
+    cu_start();
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
     /* positions come from a copy ordered before the previous kernel: the blocks past a token's
-     * spans end, the cache rows are asked for and the angles (double precision, as the reference)
-     * computed while that kernel ends */
-    if ((ro.on || prefetch) && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
-    if (prefetch) attn_prefetch(a, krb, vrb, khb, vhb, n_split, blockIdx.x, blockIdx.y, blockIdx.z);
+     * spans end and the angles (double precision, as the reference) are computed while that
+     * kernel ends */
+    if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
     if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
     cu_dep();
     attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
@@ -108,6 +108,7 @@ __device__ __forceinline__ void bt_tile(const ob_attn_args &a, const uint8_t *kb
 
 template <bool F16V>
 __global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
+    cu_start();
     extern __shared__ float4 bt4[];
     cu_dep();
     const int hd = a.head_dim, ld = hd + 4, h = blockIdx.x, i0 = blockIdx.y * BT_Q, nq = min(BT_Q, a.n - i0);
@@ -269,7 +270,7 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int n_split = cu_attn_splits(s, a);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
-              s->attn_cnt, ro, s->attn_prefetch);
+              s->attn_cnt, ro);
 }
 
 void cu_attention(cu_state *s, const ob_attn_args *a) {

@@ -58,24 +58,6 @@ __device__ __forceinline__ at_where attn_where(const ob_attn_args &a, size_t krb
     return sp;
 }
 
-/* Asks L2 for the K and V head rows of span split of token i, query head h (as attn_span cuts
- * them), but the token's own position: nothing writes those rows during the step, so a kernel
- * may ask before it waits for the previous one, and the rows, which the step's weight stream has
- * likely evicted from L2, are on their way while that kernel ends. A hint: no effect on values. */
-__device__ __forceinline__ void attn_prefetch(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, int h,
-                                              int i, int split) {
-    const at_where sp = attn_where(a, krb, vrb, khb, vhb, n_split, h, i, split);
-    const int p0 = sp.p0, p1 = min(sp.np - 1, sp.p1); /* not the token's own position */
-    if (p0 >= p1) return;
-    const uint8_t *kb = sp.kb, *vb = sp.vb;
-    const int nk = (int)(khb / 128) + 1, nv = (int)(vhb / 128) + 1; /* lines a head row touches, at most */
-    for (int e = threadIdx.x; e < (p1 - p0) * (nk + nv); e += blockDim.x) {
-        const int p = p0 + e / (nk + nv), l = e % (nk + nv);
-        const uint8_t *line = l < nk ? kb + (size_t)p * krb + min((size_t)l * 128, khb - 1) : vb + (size_t)p * vrb + min((size_t)(l - nk) * 128, vhb - 1);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-    }
-}
-
 /* What the attention of one step takes over from rope_kv (cu_rope_attention: tokens of distinct
  * sequences): a.q, k and v hold the unrotated heads; every span rotates its query head, and the
  * span holding the token's own position rotates its K head and writes K and V there itself before

@@ -105,7 +105,6 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
-    int attn_prefetch;     /* OB_CUDA_ATTN_PREFETCH=1: decode attention asks L2 for its span's cache rows before it waits (cuda_attn.cuh; not yet run on a GPU) */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -134,6 +133,23 @@ void cu_check_blas(cublasStatus_t e, const char *what);
 __device__ __forceinline__ void cu_dep() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* The first statement of every kernel: with OB_CUDA_PDL_EARLY (a build option, on unless built
+ * with -DOB_CUDA_PDL_EARLY=0) the stream's next kernel may be scheduled as soon as every block of
+ * this one has started, not only once they have waited (cu_dep; a second request changes
+ * nothing). Ordering holds: the next kernel's cu_dep waits for this one, which waits for its own
+ * predecessor. So a chain of kernels can be resident ahead of the running one, as far as the
+ * GPU's resources allow, each with its weight copies issued (k_gv), instead of one. A kernel is
+ * scheduled only once the one before has every block started, so a running kernel's blocks never
+ * wait for resources held by a later one. */
+#ifndef OB_CUDA_PDL_EARLY
+#define OB_CUDA_PDL_EARLY 1
+#endif
+__device__ __forceinline__ void cu_start() {
+#if OB_CUDA_PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
