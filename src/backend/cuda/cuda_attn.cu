@@ -32,7 +32,6 @@
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
                                                           float *part, int *cnt, at_rope ro) {
-    cu_start();
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
     /* positions come from a copy ordered before the previous kernel: the blocks past a token's
@@ -108,7 +107,6 @@ __device__ __forceinline__ void bt_tile(const ob_attn_args &a, const uint8_t *kb
 
 template <bool F16V>
 __global__ void __launch_bounds__(BT_THREADS) k_attn_blk(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
-    cu_start();
     extern __shared__ float4 bt4[];
     cu_dep();
     const int hd = a.head_dim, ld = hd + 4, h = blockIdx.x, i0 = blockIdx.y * BT_Q, nq = min(BT_Q, a.n - i0);

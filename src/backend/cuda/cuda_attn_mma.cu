@@ -43,7 +43,6 @@ __device__ __forceinline__ uint32_t mt_h2(float x, float y) {
 
 template <int D>
 __global__ void __launch_bounds__(MT_THREADS) k_attn_mma(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
-    cu_start();
     constexpr int LDK = D + 8;    /* halves per K row in shared memory */
     constexpr int LDV = MT_K + 8; /* halves per transposed V row (one head dimension) */
     __shared__ __align__(16) __half Ks[MT_K * LDK];

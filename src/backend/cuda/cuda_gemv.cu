@@ -196,7 +196,6 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
 
 template <int T, int NT, int RMAX>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
-    cu_start();
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
     int j = 0;
@@ -325,7 +324,6 @@ static gv_job gv_job_of(const ob_weight *w, float *y) {
  * element (deq1) for the odd rows. Stores only (the fused forms fall back to plain ops). */
 template <int T, int NT, int ROWS, bool VEC>
 __global__ void __launch_bounds__(GV_THREADS) k_gemv(const gv_args a) {
-    cu_start();
     const gv_job &J = a.job[0];
     cu_dep();
     const int r0 = blockIdx.x * ROWS, t0 = blockIdx.y * NT, tid = threadIdx.x;

@@ -129,27 +129,13 @@ void cu_check_blas(cublasStatus_t e, const char *what);
  * are no-ops and launches are ordered as usual. What no op writes during a step (weights, norm
  * weights, biases, RoPE frequency factors, positions copied before the step) a kernel reads
  * before cu_dep(): read after, such small constants come from HBM on the critical path (a decode
- * step streams the weights through L2), about 1-2 us each (docs/cuda.md). */
+ * step streams the weights through L2), about 1-2 us each (docs/cuda.md). The next kernel is let
+ * go only here, after the wait: letting it go at the start of every kernel, so that a chain of
+ * kernels waits resident ahead of the running one, was slower (tg128 -7% Llama-3.2-1B Q4_0, -8%
+ * Q4_K_M, -12% BitNet-2B TQ2_0; docs/cuda.md). */
 __device__ __forceinline__ void cu_dep() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-/* The first statement of every kernel: with OB_CUDA_PDL_EARLY (a build option, on unless built
- * with -DOB_CUDA_PDL_EARLY=0) the stream's next kernel may be scheduled as soon as every block of
- * this one has started, not only once they have waited (cu_dep; a second request changes
- * nothing). Ordering holds: the next kernel's cu_dep waits for this one, which waits for its own
- * predecessor. So a chain of kernels can be resident ahead of the running one, as far as the
- * GPU's resources allow, each with its weight copies issued (k_gv), instead of one. A kernel is
- * scheduled only once the one before has every block started, so a running kernel's blocks never
- * wait for resources held by a later one. */
-#ifndef OB_CUDA_PDL_EARLY
-#define OB_CUDA_PDL_EARLY 1
-#endif
-__device__ __forceinline__ void cu_start() {
-#if OB_CUDA_PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }

@@ -257,7 +257,6 @@ __device__ __forceinline__ void mk_attention(const mk_args &a, at_smem *sh) {
 
 #define MK_STAMPS 16
 __global__ void __launch_bounds__(MK_THREADS, 2) k_layer(const mk_args a) {
-    cu_start();
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[2 * MK_RMAX][4];
     __shared__ float cs[AT_MAXK * 32]; /* RoPE's cos and sin of this token */

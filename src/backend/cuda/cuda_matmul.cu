@@ -22,7 +22,6 @@
 /* ---- dequantize to f16 for the tensor-core path --------------------------------------- */
 
 template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t row_bytes, int64_t n_in, int64_t n_out, __half *out) {
-    cu_start();
     cu_dep(); /* out may still be read by the previous product */
     const int64_t nch = n_in / 8, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nch * n_out) return;
@@ -42,7 +41,6 @@ template <int T> static void deq_f16(cu_state *s, const ob_weight *w, __half *ou
 }
 
 __global__ void k_to_16(const float *x, void *out, int64_t n, int bf) {
-    cu_start();
     cu_dep();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -53,7 +51,6 @@ __global__ void k_to_16(const float *x, void *out, int64_t n, int bf) {
 /* ---- lean4: activations rotated block by block (128-point Walsh-Hadamard) ------------- */
 
 __global__ void k_lean_rotate(const float *x, float *out, int64_t n_blocks) {
-    cu_start();
     __shared__ float v[128];
     cu_dep();
     const int64_t b = blockIdx.x;
@@ -171,7 +168,6 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* ---- embedding rows ------------------------------------------------------------------ */
 
 template <int T> __global__ void k_get_rows(const uint8_t *W, size_t row_bytes, int64_t n_in, const int32_t *ids, float *y, float scale) {
-    cu_start();
     cu_dep();
     const int i = blockIdx.y;
     const uint8_t *row = W + (size_t)ids[i] * row_bytes;

@@ -38,7 +38,6 @@ __device__ __forceinline__ void mma_s8(int (&d)[4], const int (&a)[4], int b0, i
 template <int T>
 __global__ void __launch_bounds__(MQ_THREADS) k_mmq(const uint8_t *__restrict__ W, size_t rb, int n_out, int n_in, const int8_t *__restrict__ xq,
                                                     const float2 *__restrict__ xs, int n, float *y, float wscale, int add) {
-    cu_start();
     __shared__ q8w<T> Ws[MQ_M][2];
     __shared__ __align__(16) int Xw[MQ_N][MQ_XW];
     __shared__ float2 Xs[MQ_N][2];

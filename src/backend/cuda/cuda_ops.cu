@@ -24,7 +24,6 @@
 template <int PER, int TH>
 __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
                                                float2 *xs, int slice, int wpre) {
-    cu_start();
     const size_t i = blockIdx.x;
     const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
     rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
@@ -34,7 +33,6 @@ __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, flo
 /* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
  * loops over the row in memory. */
 __global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq) {
-    cu_start();
     cu_dep();
     const float *xi = x + (size_t)blockIdx.x * dim;
     float *yi = y + (size_t)blockIdx.x * dim;
@@ -119,7 +117,6 @@ void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y,
 
 __global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                            const int32_t *seq, size_t row_bytes) {
-    cu_start();
     cu_dep();
     const int i = blockIdx.y, e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= dim) return; /* q8_0: dim is a multiple of 32, whole warps leave together */
@@ -128,7 +125,6 @@ __global__ void k_kv_write(uint8_t *cache, int type, const float *x, int n, int 
 
 /* One block per token: the angles once in shared memory, then every (head, pair). */
 __global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, ob_rope r) {
-    cu_start();
     extern __shared__ float cs[]; /* [half] cos, then [half] sin */
     cu_dep();
     rope_angles(cs, pos[blockIdx.x], r);
@@ -140,7 +136,6 @@ __global__ void k_rope(float *x, int n_head, int head_dim, const int32_t *pos, o
  * K head g, then writes K and V head g into the caches (one block per token was one SM's serial
  * work: 8 us a token on the H200). */
 __global__ void k_rope_kv(float *q, float *k, const float *v, ob_attn_args a, ob_rope r, size_t k_row, size_t v_row) {
-    cu_start();
     extern __shared__ float cs[];
     const int i = blockIdx.x, g = blockIdx.y, hd = a.head_dim, kvd = a.n_head_kv * hd, gq = a.n_head / a.n_head_kv;
     rope_angles(cs, a.pos[i], r); /* positions come from a copy ordered before the previous kernel */
@@ -179,7 +174,6 @@ void cu_kv_write(cu_state *s, void *cache, int type, const float *x, int n, int 
 }
 
 __global__ void k_add(float *y, const float *x, size_t n) {
-    cu_start();
     cu_dep();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] += x[i];
@@ -191,7 +185,6 @@ void cu_add(cu_state *s, float *y, const float *x, size_t n) {
 }
 
 __global__ void k_add_bias(float *y, const float *bias, size_t total, int dim) {
-    cu_start();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const float b = i < total ? bias[i % dim] : 0.0f; /* a weight: read before the wait (cuda_int.h, cu_dep) */
     cu_dep();
@@ -205,7 +198,6 @@ void cu_add_bias(cu_state *s, float *y, const float *bias, int n, int dim) {
 }
 
 __global__ void k_glu(int relu2, float *gate, const float *up, size_t n) {
-    cu_start();
     cu_dep();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
