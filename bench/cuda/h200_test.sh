@@ -29,6 +29,9 @@ timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.
 M=/tmp/m
 waitfor() { i=0; while [ ! -f $M/$1 ] && [ $i -lt 240 ]; do sleep 1; i=$((i+1)); done; }
 waitfor l1b-Q4_K_M.gguf # written after l1b-Q4_0
+# a file is complete once h200_setup.sh has begun the next one
+after() { case $1 in l1b-f16) echo l1b-Q4_0;; l1b-Q4_0) echo l1b-Q4_K_M;; l1b-Q4_K_M) echo l1b-Q8_0;; l1b-Q8_0) echo bn-tq2_0;;
+          bn-tq2_0) echo bn-tq1_0;; bn-tq1_0) echo bn-i2_s;; *) echo bn-q4_0;; esac; }
 ab() { # VAR model bench-args pattern [values]: each value of VAR, twice alternating
     for rep in 1 2; do for v in ${5:-0 1}; do env $1=$v ./build/1bit bench -m $M/$2.gguf $3 -r 3 --device cuda 2>&1 |
         grep -E "$4|rror" | sed "s/^/$1=$v $2 /"; done; done; }
@@ -62,9 +65,6 @@ quick)
         env OB_CUDA_LAYER=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-layer.txt 2>/dev/null ;;
 ab)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M l1b-Q8_0 l1b-f16 bn-tq2_0 bn-tq1_0 bn-i2_s}
-    # a file is complete once h200_setup.sh has begun the next one
-    after() { case $1 in l1b-f16) echo l1b-Q4_0;; l1b-Q4_0) echo l1b-Q4_K_M;; l1b-Q4_K_M) echo l1b-Q8_0;; l1b-Q8_0) echo bn-tq2_0;;
-              bn-tq2_0) echo bn-tq1_0;; bn-tq1_0) echo bn-i2_s;; *) echo bn-q4_0;; esac; }
     for f in $FILES; do waitfor $(after $f).gguf; done
     shift
     while [ $# -ge 2 ]; do
@@ -75,7 +75,7 @@ ab)
 abbuild)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M bn-tq2_0}
     make CUDA=1 BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 build-b/1bit >$OUT/build-b.log 2>&1 || { tail -30 $OUT/build-b.log; exit 1; }
-    waitfor bn-tq1_0.gguf
+    for f in $FILES; do waitfor $(after $f).gguf; done
     for f in $FILES; do for rep in 1 2; do for b in build build-b; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt ;;
 check)

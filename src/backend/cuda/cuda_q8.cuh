@@ -341,6 +341,28 @@ template <> struct q8w<OB_TYPE_IQ4_XS> { /* d * (ls - 32) * grid[q], a 6-bit ls 
 template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[0..47], 4 in qh[0..3] */
     int w[8];
     float d;
+#ifndef OB_CUDA_TQ1_BRANCHES
+    /* Without branches on j: the lanes of a warp take sub-blocks of every j (lane l: sb = l, l + 32,
+     * ...), so branches on j run each of the three layouts one after another. Word k of codes is
+     * trit t of the four bytes at src: j < 5: bytes 4 k.. of 0..31, t = j; j >= 5: bytes 32 + 4 (k
+     * & 3).. with t = 2 (j - 5) + (k >= 4), except t = 5 (j = 7, k >= 4): bytes 48..51 with t = k -
+     * 4. The block's first 52 bytes are read once. */
+    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+        const uint8_t *b = row + (size_t)(sb >> 3) * 54;
+        const int j = sb & 7, hi = j >= 5;
+        uint32_t q[13];
+        ld_words<13>(b, q);
+        const uint64_t pow3 = 0x51ull << 32 | 0x1b090301u; /* 3^t in byte t */
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int t = hi ? 2 * (j - 5) + (k >= 4) : j;
+            const uint32_t src = !hi ? q[k] : t < 5 ? q[8 + (k & 3)] : q[12];
+            const int e = t < 5 ? t : k - 4;
+            w[k] = trits4(src, (uint32_t)(pow3 >> (8 * e)) & 0xffu);
+        }
+        d = q8_ld_h(b + 52);
+    }
+#else
     __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 3) * 54;
         const int j = sb & 7;
@@ -368,6 +390,7 @@ template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[
         }
         d = q8_ld_h(b + 52);
     }
+#endif
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s - xs.y); }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
