@@ -256,6 +256,12 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         R = r;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
     }
+    /* OB_CUDA_GV_RBIG=R (an experiment): at most R rows a block where no R fits one wave */
+    if (s->gv_rbig > 0 && R > s->gv_rbig) {
+        int occ = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, (size_t)weights * gv_span((size_t)R * rb)) != cudaSuccess) occ = 1;
+        if ((rows + R - 1) / R > (long)occ * s->sm_count) R = s->gv_rbig;
+    }
     int i = 0;
     while (i < CU_ROWS_MEMO - 1 && m[i].R) i++; /* full: the last entry is replaced */
     m[i] = {k, rb, rows, weights, R};
