@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
  * 2.2 waves with at most 4 rows per weight), up to rmax rows staged and GV_SMEM bytes; the most
  * rows allowed where no R fits (large matrices: few waves). Remembered per shape. (Capping the
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
- * BitNet TQ2_0 -0.9%; docs/bench.md, run 6.) */
+ * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
+ * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
 static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
@@ -255,12 +256,6 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
         R = r;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
-    }
-    /* OB_CUDA_GV_RBIG=R (an experiment): at most R rows a block where no R fits one wave */
-    if (s->gv_rbig > 0 && R > s->gv_rbig) {
-        int occ = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, (size_t)weights * gv_span((size_t)R * rb)) != cudaSuccess) occ = 1;
-        if ((rows + R - 1) / R > (long)occ * s->sm_count) R = s->gv_rbig;
     }
     int i = 0;
     while (i < CU_ROWS_MEMO - 1 && m[i].R) i++; /* full: the last entry is replaced */

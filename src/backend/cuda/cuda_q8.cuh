@@ -341,9 +341,9 @@ template <> struct q8w<OB_TYPE_IQ4_XS> { /* d * (ls - 32) * grid[q], a 6-bit ls 
 template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[0..47], 4 in qh[0..3] */
     int w[8];
     float d;
-#ifndef OB_CUDA_TQ1_BRANCHES
     /* Without branches on j: the lanes of a warp take sub-blocks of every j (lane l: sb = l, l + 32,
-     * ...), so branches on j run each of the three layouts one after another. Word k of codes is
+     * ...), so branches on j ran the three layouts one after another (tg128 of BitNet-2B TQ1_0
+     * 383.6 -> 478.4 tok/s without them, docs/bench.md run 7). Word k of codes is
      * trit t of the four bytes at src: j < 5: bytes 4 k.. of 0..31, t = j; j >= 5: bytes 32 + 4 (k
      * & 3).. with t = 2 (j - 5) + (k >= 4), except t = 5 (j = 7, k >= 4): bytes 48..51 with t = k -
      * 4. The block's first 52 bytes are read once. */
@@ -362,35 +362,6 @@ template <> struct q8w<OB_TYPE_TQ1_0> { /* (trit - 1) * d; 5 trits a byte in qs[
         }
         d = q8_ld_h(b + 52);
     }
-#else
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)(sb >> 3) * 54;
-        const int j = sb & 7;
-        uint32_t q[8];
-        if (j < 5) { /* elements 32 j .. : trit j of bytes 0..31 */
-            const uint32_t p = j == 0 ? 1u : j == 1 ? 3u : j == 2 ? 9u : j == 3 ? 27u : 81u;
-            ld_words<8>(b, q);
-#pragma unroll
-            for (int k = 0; k < 8; k++) w[k] = trits4(q[k], p);
-        } else { /* 160 + 16 t ..: trit t of bytes 32..47 (t = 0..4), then 240 + 4 t ..: trit t of bytes 48..51 */
-            ld_words<4>(b + 32, q);
-            const uint32_t p0 = j == 5 ? 1u : j == 6 ? 9u : 81u, p1 = j == 5 ? 3u : 27u;
-#pragma unroll
-            for (int k = 0; k < 4; k++) w[k] = trits4(q[k], p0);
-            if (j < 7) {
-#pragma unroll
-                for (int k = 0; k < 4; k++) w[4 + k] = trits4(q[k], p1);
-            } else {
-                ld_words<1>(b + 48, q + 4);
-                w[4] = trits4(q[4], 1u);
-                w[5] = trits4(q[4], 3u);
-                w[6] = trits4(q[4], 9u);
-                w[7] = trits4(q[4], 27u);
-            }
-        }
-        d = q8_ld_h(b + 52);
-    }
-#endif
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s - xs.y); }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
