@@ -855,27 +855,6 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
     }
     if (gf) gpu_free(gf);
-    /* decode spans of at least N positions, the fused attention copying up to N of them to shared
-     * memory before it waits (OB_CUDA_ATTN_STAGE=N; f16 / f32 caches, q8_0 reads in place): the
-     * split kernel against the CPU, rope_attention against rope_kv + attention (bit for bit: the
-     * same spans, the rows from shared memory) */
-    static const char *stages[] = {"16", "64"};
-    for (int si = 0; si < 2; si++) {
-        ob_backend *ga = gpu_new_with("OB_CUDA_ATTN_STAGE", stages[si]);
-        CHECK(ga != NULL);
-        for (int k = 0; ga && k < 3; k++) {
-            test_kv_attention(ga, c, kv_types[k], 64, 300, 3, 0);
-            test_kv_attention(ga, c, kv_types[k], 128, 3000, 1, 0);
-            for (int style = 0; style < 2; style++) {
-                test_rope_attention(ga, kv_types[k], style, 64, 64, 1, 7, 0);
-                test_rope_attention(ga, kv_types[k], style, 64, 48, 3, 300, 1);
-                test_rope_attention(ga, kv_types[k], style, 128, 128, 2, 3000, 0);
-                test_rope_attention(ga, kv_types[k], style, 96, 96, 1, 129, 1);
-                test_rope_attention(ga, kv_types[k], style, 64, 64, 1, 4300, 1);
-            }
-        }
-        if (ga) gpu_free(ga);
-    }
     /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
      * default reads them before it waits): the row ops against the CPU, and the codes they hand
      * on against the quantizer's (test_fused) */
@@ -958,10 +937,6 @@ static void test_rope_attention_engine(void) {
 static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
-    /* the fused decode attention's cache rows copied to shared memory before it waits, with the
-     * default spans (OB_CUDA_ATTN_STAGE=16): the same logits, bit for bit */
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_STAGE", "16", 100, "cuda-attn-stage"));
-    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ATTN_STAGE", "16", 100, "cuda-attn-stage"));
 }
 
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference

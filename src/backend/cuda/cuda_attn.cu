@@ -31,20 +31,16 @@
 #include "backend/cuda/cuda_int.h"
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
-                                                          float *part, int *cnt, at_rope ro, int smin, int stage) {
+                                                          float *part, int *cnt, at_rope ro) {
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
-    extern __shared__ __align__(16) uint8_t st[]; /* stage positions' K and V head rows */
     /* positions come from a copy ordered before the previous kernel: the blocks past a token's
-     * spans end, the span's cache rows are on their way (stage) and the angles (double
-     * precision, as the reference) are computed while that kernel ends */
-    if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y, smin)) return;
-    at_stage sg = {nullptr, nullptr, 0, 0, smin};
-    if (stage) sg = attn_stage(a, krb, vrb, khb, vhb, n_split, blockIdx.x, blockIdx.y, blockIdx.z, smin, st, stage);
+     * spans end and the angles (double precision, as the reference) are computed while that
+     * kernel ends */
+    if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
     if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
     cu_dep();
-    if (stage) __pipeline_wait_prior(0); /* attn_span synchronizes the block before it reads them */
-    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, sg);
+    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -265,26 +261,14 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
-/* Positions of cache rows a block of the fused decode attention copies to shared memory before it
- * waits (OB_CUDA_ATTN_STAGE=N: up to N, at most AT_STAGE_MAX bytes; 0: none): only there (no
- * other row of the step is written) and for row sizes and strides of whole 16-byte words (f16 and
- * f32 caches of head sizes that are multiples of 8 / 4; cache buffers are 256-byte aligned). */
-#define AT_STAGE_MAX 32768
-static int attn_stage_cap(const cu_state *s, const at_rope &ro, size_t krb, size_t vrb, size_t khb, size_t vhb) {
-    if (!s->attn_stage || !ro.on || (krb | vrb | khb | vhb) % 16) return 0;
-    const int cap = (int)(AT_STAGE_MAX / (khb + vhb));
-    return s->attn_stage < cap ? s->attn_stage : cap;
-}
-
 static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
-    const int n_split = cu_attn_splits(s, a), stage = attn_stage_cap(s, ro, krb, vrb, khb, vhb);
-    const int smin = s->attn_stage > 0 ? s->attn_stage : AT_SPAN_MIN;
+    const int n_split = cu_attn_splits(s, a);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
-    cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, (size_t)stage * (khb + vhb), k_attn, *a, krb, vrb, khb, vhb,
-              n_split, s->attn_part, s->attn_cnt, ro, smin, stage);
+    cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
+              s->attn_cnt, ro);
 }
 
 void cu_attention(cu_state *s, const ob_attn_args *a) {

@@ -7,7 +7,6 @@
 #define OB_CUDA_ATTN_CUH
 
 #include <cuda_fp16.h>
-#include <cuda_pipeline.h>
 #include <math.h>
 
 #include "backend/cuda/cuda_int.h"
@@ -31,11 +30,11 @@ struct at_smem {
     float m[AT_WARPS], l[AT_WARPS], o[AT_WARPS][AT_MAXK * 32];
 };
 
-/* The spans token i's positions are cut into: ns of the n_split blocks, none shorter than smin
- * positions (AT_SPAN_MIN unless OB_CUDA_ATTN_STAGE says otherwise; decided on the device from the
- * position, so a recorded graph stays right as the context grows). */
-__device__ __forceinline__ int attn_spans(const ob_attn_args &a, int n_split, int i, int smin) {
-    return min(n_split, (a.pos[i] + 1 + smin - 1) / smin);
+/* The spans token i's positions are cut into: ns of the n_split blocks, none shorter than
+ * AT_SPAN_MIN positions (decided on the device from the position, so a recorded graph stays right
+ * as the context grows). */
+__device__ __forceinline__ int attn_spans(const ob_attn_args &a, int n_split, int i) {
+    return min(n_split, (a.pos[i] + 1 + AT_SPAN_MIN - 1) / AT_SPAN_MIN);
 }
 
 /* Where span split of token i and query head h reads: positions [p0, p1) of the token's np (ns
@@ -46,10 +45,10 @@ struct at_where {
     const uint8_t *kb, *vb;
 };
 __device__ __forceinline__ at_where attn_where(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, int h,
-                                               int i, int split, int smin) {
+                                               int i, int split) {
     at_where sp;
     sp.np = a.pos[i] + 1;
-    sp.ns = attn_spans(a, n_split, i, smin);
+    sp.ns = attn_spans(a, n_split, i);
     const int span = (sp.np + sp.ns - 1) / sp.ns;
     sp.p0 = split * span;
     sp.p1 = min(sp.np, sp.p0 + span);
@@ -57,34 +56,6 @@ __device__ __forceinline__ at_where attn_where(const ob_attn_args &a, size_t krb
     sp.kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)sp.kh * khb;
     sp.vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)sp.kh * vhb;
     return sp;
-}
-
-/* Cache rows of a span copied to shared memory (OB_CUDA_ATTN_STAGE; cu_attn_stage_ok): the K and V
- * head rows of positions [p0, p0 + n) at k + (p - p0) khb and v + (p - p0) vhb; smin: the spans'
- * least length (attn_spans). n = 0: none staged. */
-struct at_stage {
-    const uint8_t *k, *v;
-    int p0, n, smin;
-};
-
-/* Starts the copies of span split's K and V head rows of token i, query head h, to st (16-byte
- * aligned; rows whose sizes and strides are multiples of 16 bytes), at most cap positions from
- * the span's first, never the token's own position: a decode step of distinct sequences writes
- * no other cache row (cu_rope_attention), so a block may copy them before it waits for the
- * previous kernel, and their latency overlaps that kernel's end. The caller waits for them
- * (__pipeline_wait_prior) before the group synchronizes. */
-__device__ __forceinline__ at_stage attn_stage(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, int h,
-                                               int i, int split, int smin, uint8_t *st, int cap) {
-    const at_where sp = attn_where(a, krb, vrb, khb, vhb, n_split, h, i, split, smin);
-    at_stage sg = {st, st + (size_t)cap * khb, sp.p0, max(0, min(min(sp.p1, sp.np - 1) - sp.p0, cap)), smin};
-    const int ck = (int)(khb / 16), cv = (int)(vhb / 16);
-    for (int e = threadIdx.x; e < sg.n * (ck + cv); e += blockDim.x) {
-        const int r = e / (ck + cv), c = e % (ck + cv), p = sp.p0 + r;
-        if (c < ck) __pipeline_memcpy_async((void *)(sg.k + (size_t)r * khb + 16 * c), sp.kb + (size_t)p * krb + 16 * c, 16);
-        else __pipeline_memcpy_async((void *)(sg.v + (size_t)r * vhb + 16 * (c - ck)), sp.vb + (size_t)p * vrb + 16 * (c - ck), 16);
-    }
-    __pipeline_commit();
-    return sg;
 }
 
 /* What the attention of one step takes over from rope_kv (cu_rope_attention: tokens of distinct
@@ -110,11 +81,11 @@ struct at_rope_smem {
 template <typename SYNC>
 __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, float *part,
                                           int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync, const at_rope &ro,
-                                          at_rope_smem *rs, const at_stage &sg) {
+                                          at_rope_smem *rs) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & (AT_WARPS - 1);
     const int hd = a.head_dim;
     /* this token's spans (attn_spans); the blocks past them end at once */
-    const at_where sp = attn_where(a, krb, vrb, khb, vhb, n_split, h, i, split, sg.smin);
+    const at_where sp = attn_where(a, krb, vrb, khb, vhb, n_split, h, i, split);
     const int np = sp.np, ns = sp.ns, p0 = sp.p0, p1 = sp.p1, kh = sp.kh;
     if (split >= ns) return;
     const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
@@ -158,9 +129,7 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
 #pragma unroll
             for (int k = 0; k < AT_MAXK; k++) vx[u][k] = 0.0f;
             if (pu < p1) {
-                const bool st = pu - sg.p0 < sg.n; /* staged (pu >= p0 = sg.p0); the same in every lane */
-                const uint8_t *kr = st ? sg.k + (size_t)(pu - sg.p0) * khb : kb + (size_t)pu * krb;
-                const uint8_t *vr = st ? sg.v + (size_t)(pu - sg.p0) * vhb : vb + (size_t)pu * vrb;
+                const uint8_t *kr = kb + (size_t)pu * krb, *vr = vb + (size_t)pu * vrb;
 #pragma unroll
                 for (int k = 0; k < AT_MAXK; k++) {
                     const int d = lane + 32 * k;

@@ -159,9 +159,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rows_wide = !(rw && !strcmp(rw, "0"));
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
-    const char *ag = getenv("OB_CUDA_ATTN_STAGE");
-    s->attn_stage = ag ? atoi(ag) : 0;
-    if (s->attn_stage < 16) s->attn_stage = 0; /* spans no shorter than one block step (AT_SPAN_MIN) */
     const char *ra = getenv("OB_CUDA_ROPE_ATTN");
     s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");

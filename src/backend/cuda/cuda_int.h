@@ -105,7 +105,6 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
-    int attn_stage;        /* OB_CUDA_ATTN_STAGE=N (an experiment, not yet run on a GPU): decode spans of at least N positions, and the fused decode attention copies up to N of them to shared memory before it waits (cuda_attn.cu); 0 (default): spans of AT_SPAN_MIN, nothing staged */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */

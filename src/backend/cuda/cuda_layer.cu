@@ -247,11 +247,10 @@ __device__ __forceinline__ void mk_rope_kv(const mk_args &a, const float *cs) {
 /* The token's (head, span) pairs, two groups of four warps a block. */
 __device__ __forceinline__ void mk_attention(const mk_args &a, at_smem *sh) {
     const ob_attn_args &t = a.at;
-    const int ns = attn_spans(t, a.n_split, 0, AT_SPAN_MIN), grp = threadIdx.x >> 7;
+    const int ns = attn_spans(t, a.n_split, 0), grp = threadIdx.x >> 7;
     auto sync = [grp] { asm volatile("bar.sync %0, 128;" ::"r"(grp + 1) : "memory"); };
     for (int it = 2 * blockIdx.x + grp; it < t.n_head * ns; it += 2 * gridDim.x) {
-        attn_span(t, a.krb, a.vrb, a.khb, a.vhb, a.n_split, a.part, a.cnt, it / ns, 0, it % ns, sh[grp], sync, at_rope{}, nullptr,
-                  at_stage{nullptr, nullptr, 0, 0, AT_SPAN_MIN});
+        attn_span(t, a.krb, a.vrb, a.khb, a.vhb, a.n_split, a.part, a.cnt, it / ns, 0, it % ns, sh[grp], sync, at_rope{}, nullptr);
         sync(); /* the group's merge buffer is free again */
     }
 }
