@@ -650,6 +650,83 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     free(kc); free(vc); free(back); free(rows); free(pos); free(seq); free(q); free(out);
 }
 
+/* Decode attention making its output's codes for the next projection (OB_CUDA_EPI_CODES=1, on ge),
+ * against the quantizer's codes (the default backend g): attention of one token, then wo as
+ * matmul_add, both bit for bit, on cache rows of one type (kind 0: random; 1: every V row on one
+ * int8 grid and position 0, where the output is position 0's V row exactly, so the check finds
+ * the row on its grid; 2: the same but one value off it) and contexts with one span or several
+ * (the merge writes the output). */
+static void check_epi_codes(ob_backend *g, ob_backend *ge, int type, int hd, int n_ctx, int kind, int wtype) {
+    const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, dim = n_head * hd, n_out = 77;
+    const size_t rb = ob_type_row_size(type, kvd), cb = (size_t)n_ctx * rb;
+    ob_backend *bs[2] = {g, ge};
+    float *rows = randf((size_t)n_ctx * kvd, 1.0f), *q = randf((size_t)dim, 1.0f), *y = randf(n_out, 1.0f);
+    if (kind) { /* multiples of 0.37 up to 127 of them, and 127 once: the grid of the row's max */
+        for (size_t i = 0; i < (size_t)n_ctx * kvd; i++) rows[i] = 0.37f * (float)((int)(rows[i] * 40.0f) % 128);
+        rows[0] = 0.37f * 127.0f;
+    }
+    if (kind == 2) rows[kvd / 2 + 3] += 0.37f * 0.4f;
+    int32_t *pos = malloc((size_t)n_ctx * 4), *seq = calloc((size_t)n_ctx, 4);
+    for (int p = 0; p < n_ctx; p++) pos[p] = p;
+    void *wq = random_quantized(wtype, dim, n_out, 0);
+    float *res[2][2];
+    for (int k = 0; k < 2; k++) {
+        ob_backend *b = bs[k];
+        uint8_t *zero = calloc(1, cb);
+        void *kc = dev_copy(b, zero, cb), *vc = dev_copy(b, zero, cb), *dr = dev_copy(b, rows, (size_t)n_ctx * kvd * 4);
+        free(zero);
+        b->kv_write(b, kc, type, dr, n_ctx, kvd, n_ctx, pos, seq);
+        b->kv_write(b, vc, type, dr, n_ctx, kvd, n_ctx, pos, seq);
+        int32_t p1 = kind ? 0 : n_ctx - 1, s0 = 0;
+        void *dq = dev_copy(b, q, (size_t)dim * 4), *dout = dev_nan(b, dim), *dy = dev_copy(b, y, n_out * 4);
+        ob_attn_args a = {dq, dout, kc, vc, type, type, 1, n_head, n_head_kv, hd, n_ctx, &p1, &s0, 1.0f / sqrtf((float)hd)};
+        b->attention(b, &a);
+        ob_weight w = weight_on(b, wtype, dim, n_out, wq);
+        b->matmul_add(b, &w, dout, dy, 1);
+        res[k][0] = dev_get(b, dout, dim);
+        res[k][1] = dev_get(b, dy, n_out);
+        void *bufs[] = {kc, vc, dr, dq, dout, dy, (void *)w.data};
+        for (int i = 0; i < 7; i++) b->dealloc(b, bufs[i]);
+    }
+    const int same = !memcmp(res[0][0], res[1][0], (size_t)dim * 4) && !memcmp(res[0][1], res[1][1], (size_t)n_out * 4);
+    if (!same || ob_test_verbose)
+        fprintf(stderr, "  cuda attention codes %s hd=%d ctx=%d kind %d, wo %s: %s\n", ob_type_name(type), hd, n_ctx, kind, ob_type_name(wtype),
+                same ? "same bits" : "DIFFERENT");
+    CHECK(same);
+    for (int k = 0; k < 2; k++) { free(res[k][0]); free(res[k][1]); }
+    free(wq); free(rows); free(q); free(y); free(pos); free(seq);
+}
+
+static void test_epi_codes(ob_backend *g) {
+    ob_backend *ge = gpu_new_with("OB_CUDA_EPI_CODES", "1");
+    CHECK(ge != NULL);
+    if (!ge) return;
+    static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
+    for (int k = 0; k < 3; k++) {
+        check_epi_codes(g, ge, kv_types[k], 64, 9, 0, OB_TYPE_Q4_0);
+        check_epi_codes(g, ge, kv_types[k], 128, 3000, 0, OB_TYPE_Q4_K); /* split spans: the merge writes */
+        check_epi_codes(g, ge, kv_types[k], 32, 300, 0, OB_TYPE_Q8_0);
+    }
+    for (int kind = 1; kind < 3; kind++) { /* f32: position 0's V row comes back exactly */
+        check_epi_codes(g, ge, OB_TYPE_F32, 64, 5, kind, OB_TYPE_Q4_0);
+        check_epi_codes(g, ge, OB_TYPE_F32, 128, 5, kind, OB_TYPE_TQ2_0);
+    }
+    gpu_free(ge);
+}
+
+/* Suite cuda_epi (make test-cuda): the attention's output codes (OB_CUDA_EPI_CODES=1) against the
+ * quantizer's, kernels and the engine's logits (head size 32: qwen3; bitnet, whose sub-norm makes
+ * codes of its own after them), bit for bit. */
+OB_SUITE(cuda_epi) {
+    ob_backend *g = gpu_new();
+    if (!g) return;
+    test_epi_codes(g);
+    gpu_free(g);
+    CHECK(ob_test_same_logits("qwen3", "q4_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes"));
+}
+
 /* ---- the whole-layer decode kernel: the same bits as the engine's ops ------------------- */
 typedef struct {
     int wt, dt;            /* weight types: Q, K, V, O, gate, up; ffn_down */

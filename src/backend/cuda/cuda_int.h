@@ -79,6 +79,7 @@ typedef struct {
     size_t xq_cap;
     const float *xq_src;   /* xq holds the codes of xq_src[xq_n][xq_dim] (NULL: of nothing); every op */
     int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
+    const float *xq_bm;    /* non-NULL: those codes are a producer's, block by block, with these block maxima, for the matmul to check (quant_verify) */
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
     size_t ytmp_cap;
     float *attn_part;      /* [attn_cap bytes]: flash-decoding partial results */
@@ -105,6 +106,7 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
+    int epi_codes;         /* OB_CUDA_EPI_CODES=1 (an experiment, not yet run on a GPU): decode attention makes its output's codes for wo (cuda_attn.cu, at_codes) */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -189,12 +191,18 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
 /* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
-/* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
-void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
+/* The int8 activation buffers for n rows of dim (grown as needed), and what they hold; bm (may be
+ * NULL): the block maxima of a producer's codes (cu_xq_tag_check). */
+void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm);
 /* The codes of x[n][dim] in the codes buffer: quantized (cu_quant_rows) and tagged unless the tag
- * says the buffer holds them already */
-void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales);
+ * says the buffer holds them already. A producer's codes to check (cu_xq_tag_check) are kept when
+ * the caller checks them (bm non-NULL: gets their block maxima, else NULL) and made again when not. */
+void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
+void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm);
+/* Longest row whose producer's codes the decode matmul checks (its shared memory holds the row's
+ * codes when the check finds the row on its grid: quant_verify) */
+#define CU_VERIFY_MAX 8192
 /* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
  * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
 void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs);
@@ -220,12 +228,13 @@ void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y,
 /* cuda_attn.cu: a->pos / a->seq already on the device; the tiled prompt kernel (when s->attn_tile,
  * for a chunk of one sequence's consecutive positions, which the host arrays show) returns 0
  * without launching anything when the batch does not suit it */
-void cu_attention(cu_state *s, const ob_attn_args *a);
+/* cu_attention and cu_rope_attention return whether they made the output's codes (attn_codes). */
+int cu_attention(cu_state *s, const ob_attn_args *a);
 /* backend.h's rope_attention: rope_kv and the split attention kernel in one launch, for tokens of
  * distinct sequences (a->q, k, v unrotated; a's pos / seq on the device), where _ok says it
  * applies (on: s->rope_attn, and the shapes suit it) */
 int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r);
-void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
+int cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
 void cu_attention_tiles_init(cu_state *s);
 /* cuda_attn_mma.cu: the tensor-core prompt kernel for f16 caches and head size 64 or 128 (0: not
  * launched, the batch does not suit it); krb..vhb as cu_attention computes them */
