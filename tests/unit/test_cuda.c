@@ -656,6 +656,16 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
  * int8 grid and position 0, where the output is position 0's V row exactly, so the check finds
  * the row on its grid; 2: the same but one value off it) and contexts with one span or several
  * (the merge writes the output). */
+/* ob_cuda_checked_codes where this build has the CUDA backend (no GPU: the suites never get here) */
+static long checked_codes(const ob_backend *b) {
+#ifdef OB_CUDA
+    return ob_cuda_checked_codes(b);
+#else
+    (void)b;
+    return 0;
+#endif
+}
+
 static void check_epi_codes(ob_backend *g, ob_backend *ge, int type, int hd, int n_ctx, int kind, int wtype) {
     const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, dim = n_head * hd, n_out = 77;
     const size_t rb = ob_type_row_size(type, kvd), cb = (size_t)n_ctx * rb;
@@ -682,7 +692,9 @@ static void check_epi_codes(ob_backend *g, ob_backend *ge, int type, int hd, int
         ob_attn_args a = {dq, dout, kc, vc, type, type, 1, n_head, n_head_kv, hd, n_ctx, &p1, &s0, 1.0f / sqrtf((float)hd)};
         b->attention(b, &a);
         ob_weight w = weight_on(b, wtype, dim, n_out, wq);
+        const long checked = checked_codes(b);
         b->matmul_add(b, &w, dout, dy, 1);
+        CHECK_EQ_INT((int)(checked_codes(b) - checked), k); /* the attention's codes were used on ge only */
         res[k][0] = dev_get(b, dout, dim);
         res[k][1] = dev_get(b, dy, n_out);
         void *bufs[] = {kc, vc, dr, dq, dout, dy, (void *)w.data};
@@ -710,7 +722,9 @@ static void test_epi_codes(ob_backend *g) {
     for (int kind = 1; kind < 3; kind++) { /* f32: position 0's V row comes back exactly */
         check_epi_codes(g, ge, OB_TYPE_F32, 64, 5, kind, OB_TYPE_Q4_0);
         check_epi_codes(g, ge, OB_TYPE_F32, 128, 5, kind, OB_TYPE_TQ2_0);
+        check_epi_codes(g, ge, OB_TYPE_F32, 256, 5, kind, OB_TYPE_Q8_0); /* head size 256: rows of 2048 */
     }
+    check_epi_codes(g, ge, OB_TYPE_F16, 256, 700, 0, OB_TYPE_Q6_K);
     gpu_free(ge);
 }
 

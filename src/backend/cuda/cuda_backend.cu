@@ -461,6 +461,8 @@ static int cu_op_graph_end(ob_backend *b) {
     return cu_graph_end(st(b));
 }
 
+extern "C" long ob_cuda_checked_codes(const ob_backend *b) { return ((const cu_state *)b->priv)->xq_checked; }
+
 extern "C" int ob_backend_cuda_usable(void) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {

@@ -37,7 +37,7 @@
 #define GV_THREADS 128
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
-#define GV_SMEM_ALL 49152  /* dynamic shared memory a block gets without the opt-in */
+#define GV_SMEM_ALL 48128  /* dynamic shared memory a block gets without the opt-in (48 KB), less 1 KB for its static arrays */
 #define GV_JOBS CU_MULTI_MAX
 
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
@@ -317,7 +317,10 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs, check ? &a.xbm : NULL);
         a.xq = q;
         a.xs = xs;
-        if (a.xbm) return gv_launch<T, 1, 16, true>(s, a);
+        if (a.xbm) {
+            s->xq_checked++;
+            return gv_launch<T, 1, 16, true>(s, a);
+        }
     }
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);

@@ -80,6 +80,7 @@ typedef struct {
     const float *xq_src;   /* xq holds the codes of xq_src[xq_n][xq_dim] (NULL: of nothing); every op */
     int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
     const float *xq_bm;    /* non-NULL: those codes are a producer's, block by block, with these block maxima, for the matmul to check (quant_verify) */
+    long xq_checked;       /* matmul launches that checked and used a producer's codes (ob_cuda_checked_codes) */
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
     size_t ytmp_cap;
     float *attn_part;      /* [attn_cap bytes]: flash-decoding partial results */
