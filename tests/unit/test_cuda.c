@@ -709,6 +709,48 @@ static void check_epi_codes(ob_backend *g, ob_backend *ge, int type, int hd, int
     free(wq); free(rows); free(q); free(y); free(pos); free(seq);
 }
 
+/* The GLU making its output's codes for ffn_down (OB_CUDA_EPI_CODES=1, on ge) against the
+ * quantizer's (g): one token's matmul_glu, then ffn_down as matmul_add, bit for bit, twice with
+ * new inputs (the per-block counters must be back at zero), for GLU row counts that cut the
+ * output's 32-element blocks between several producer blocks. */
+static void check_glu_codes(ob_backend *g, ob_backend *ge, int wtype, int n_in, int n_ff, int act) {
+    const int n_out = 45;
+    ob_backend *bs[2] = {g, ge};
+    void *wg = random_quantized(wtype, n_in, n_ff, 0), *wu = random_quantized(wtype, n_in, n_ff, 0), *wd = random_quantized(wtype, n_ff, n_out, 0);
+    ob_weight W[2][3];
+    for (int k = 0; k < 2; k++) {
+        W[k][0] = weight_on(bs[k], wtype, n_in, n_ff, wg);
+        W[k][1] = weight_on(bs[k], wtype, n_in, n_ff, wu);
+        W[k][2] = weight_on(bs[k], wtype, n_ff, n_out, wd);
+    }
+    for (int round = 0; round < 2; round++) {
+        float *x = randf((size_t)n_in, 1.0f), *y = randf(n_out, 1.0f), *res[2][2];
+        for (int k = 0; k < 2; k++) {
+            ob_backend *b = bs[k];
+            void *dx = dev_copy(b, x, (size_t)n_in * 4), *gate = dev_nan(b, n_ff), *up = dev_nan(b, n_ff), *dy = dev_copy(b, y, n_out * 4);
+            b->matmul_glu(b, (ob_act)act, &W[k][0], &W[k][1], dx, gate, up, 1);
+            const long checked = checked_codes(b);
+            b->matmul_add(b, &W[k][2], gate, dy, 1);
+            CHECK_EQ_INT((int)(checked_codes(b) - checked), k); /* the GLU's codes were used on ge only */
+            res[k][0] = dev_get(b, gate, n_ff);
+            res[k][1] = dev_get(b, dy, n_out);
+            void *bufs[] = {dx, gate, up, dy};
+            for (int i = 0; i < 4; i++) b->dealloc(b, bufs[i]);
+        }
+        const int same = !memcmp(res[0][0], res[1][0], (size_t)n_ff * 4) && !memcmp(res[0][1], res[1][1], (size_t)n_out * 4);
+        if (!same || ob_test_verbose)
+            fprintf(stderr, "  cuda glu codes %s %dx%d %s round %d: %s\n", ob_type_name(wtype), n_in, n_ff, act ? "relu2" : "silu", round,
+                    same ? "same bits" : "DIFFERENT");
+        CHECK(same);
+        for (int k = 0; k < 2; k++) { free(res[k][0]); free(res[k][1]); }
+        free(x);
+        free(y);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 3; i++) bs[k]->dealloc(bs[k], (void *)W[k][i].data);
+    free(wg); free(wu); free(wd);
+}
+
 static void test_epi_codes(ob_backend *g) {
     ob_backend *ge = gpu_new_with("OB_CUDA_EPI_CODES", "1");
     CHECK(ge != NULL);
@@ -725,17 +767,23 @@ static void test_epi_codes(ob_backend *g) {
         check_epi_codes(g, ge, OB_TYPE_F32, 256, 5, kind, OB_TYPE_Q8_0); /* head size 256: rows of 2048 */
     }
     check_epi_codes(g, ge, OB_TYPE_F16, 256, 700, 0, OB_TYPE_Q6_K);
+    check_glu_codes(g, ge, OB_TYPE_Q4_0, 512, 256, 0);
+    check_glu_codes(g, ge, OB_TYPE_Q4_0, 2048, 8192, 0); /* Llama-3.2-1B's shape */
+    check_glu_codes(g, ge, OB_TYPE_Q4_K, 1024, 2816, 0);
+    check_glu_codes(g, ge, OB_TYPE_TQ2_0, 768, 2048, 1);
+    check_glu_codes(g, ge, OB_TYPE_Q8_0, 96, 4096, 1);
     gpu_free(ge);
 }
 
-/* Suite cuda_epi (make test-cuda): the attention's output codes (OB_CUDA_EPI_CODES=1) against the
- * quantizer's, kernels and the engine's logits (head size 32: qwen3; bitnet, whose sub-norm makes
- * codes of its own after them), bit for bit. */
+/* Suite cuda_epi (make test-cuda): the attention's and the GLU's output codes (OB_CUDA_EPI_CODES=1)
+ * against the quantizer's, kernels and the engine's logits (llama: the GLU's only, head size 16;
+ * qwen3: both; bitnet, whose sub-norms make codes of their own after them), bit for bit. */
 OB_SUITE(cuda_epi) {
     ob_backend *g = gpu_new();
     if (!g) return;
     test_epi_codes(g);
     gpu_free(g);
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes")); /* the GLU's codes only (head size 16) */
     CHECK(ob_test_same_logits("qwen3", "q4_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes"));
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_EPI_CODES", "1", 100, "cuda-epi-codes"));

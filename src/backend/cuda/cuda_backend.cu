@@ -194,7 +194,7 @@ static void cu_free(ob_backend *b) {
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->xq2_cnt, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -315,9 +315,10 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
-    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
+    /* before: the op may tag codes of its own output (cu_gemv_glu, OB_CUDA_EPI_CODES) */
     xq_forget_if(s, gate, (size_t)n * g->n_out);
     xq_forget_if(s, up, (size_t)n * u->n_out);
+    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
@@ -370,7 +371,7 @@ static void attn_tag(cu_state *s, const ob_attn_args *a, int made) {
     float *bm;
     const int dim = a->n_head * a->head_dim;
     cu_xq_bufs(s, a->n, dim, &q, &xs, &bm);
-    cu_xq_tag_check(s, a->out, a->n, dim, bm);
+    cu_xq_tag_check(s, a->out, a->n, dim, bm, 0);
 }
 
 /* The tiled prompt kernel where it applies, else the split kernel (d: a with device index arrays). */

@@ -59,6 +59,10 @@ struct gv_args {
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
     const float *xbm; /* k_gv's CHECK: a producer's codes, with their block maxima (quant_verify) */
+    int8_t *cq;       /* one token's GLU (OB_CUDA_EPI_CODES): its output's codes, block scales and maxima */
+    float2 *cxs;      /* (quant_elem at each 32-element block's own scale) into the second codes */
+    float *cbm;       /* buffer, by the last of a block's producers (ccnt: rows written per block) */
+    int *ccnt;
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -183,23 +187,69 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, fl
     if (bm) *bm = (float *)(*scales + nb);
 }
 
+void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm, int **cnt) {
+    const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
+    const size_t need = nc + nb * (sizeof(float2) + sizeof(float)) + 16;
+    if (need > s->xq2_cap && s->xq_alt) cu_xq_tag(s, NULL, 0, 0);
+    cu_reserve(s, &s->xq2, &s->xq2_cap, need);
+    *codes = (int8_t *)s->xq2;
+    *scales = (float2 *)((uint8_t *)s->xq2 + nc);
+    *bm = (float *)(*scales + nb);
+    const size_t had = s->xq2_cnt_cap;
+    cu_reserve(s, (void **)&s->xq2_cnt, &s->xq2_cnt_cap, nb * sizeof(int));
+    if (s->xq2_cnt_cap != had) /* a new counter array: zero once, the last producer of a block resets its own */
+        cu_check(cudaMemsetAsync(s->xq2_cnt, 0, s->xq2_cnt_cap, s->stream), "codes counters");
+    *cnt = s->xq2_cnt;
+}
+
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm) {
-    cu_xq_bufs(s, n, dim, codes, scales, NULL);
     const int have = s->xq_src == x && s->xq_n == n && s->xq_dim == dim;
-    if (!have || (s->xq_bm && !bm)) {
+    if (have && s->xq_alt && bm) { /* a producer's codes in the second buffer (cu_gemv_glu) */
+        int *cnt;
+        float *b2;
+        cu_xq2_bufs(s, n, dim, codes, scales, &b2, &cnt);
+        *bm = s->xq_bm;
+        return;
+    }
+    cu_xq_bufs(s, n, dim, codes, scales, NULL);
+    if (!have || s->xq_alt || (s->xq_bm && !bm)) {
         cu_quant_rows(s, x, n, dim, *codes, *scales);
         cu_xq_tag(s, x, n, dim);
     }
     if (bm) *bm = s->xq_bm;
 }
 
-void cu_xq_tag(cu_state *s, const float *src, int n, int dim) { cu_xq_tag_check(s, src, n, dim, NULL); }
+void cu_xq_tag(cu_state *s, const float *src, int n, int dim) { cu_xq_tag_check(s, src, n, dim, NULL, 0); }
 
-void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm) {
+void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm, int alt) {
     s->xq_src = src;
     s->xq_n = n;
     s->xq_dim = dim;
     s->xq_bm = src ? bm : NULL;
+    s->xq_alt = src && alt;
+}
+
+/* The codes of one token's output rows [r0, r0 + nr) of job J (a.cq; nr <= 32, J.n_out a multiple
+ * of 32), by the whole block after it wrote them: each 32-element block the rows touch counts
+ * them (a.ccnt), and the block that completes its count reads the 32 values back and codes them
+ * at the block's own scale (quant_elem, with the maximum for quant_verify), then resets the count. */
+__device__ __forceinline__ void gv_codes_out(const gv_args &a, const gv_job &J, int r0, int nr) {
+    __shared__ int last[2];
+    __threadfence(); /* this thread's outputs are visible everywhere before the block counts them */
+    __syncthreads();
+    const int b0 = r0 >> 5, nb = ((r0 + nr - 1) >> 5) - b0 + 1;
+    if ((int)threadIdx.x < nb) {
+        const int b = b0 + threadIdx.x, c = min(r0 + nr, 32 * b + 32) - max(r0, 32 * b);
+        last[threadIdx.x] = atomicAdd(&a.ccnt[b], c) + c == 32;
+    }
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp < nb && last[warp]) {
+        const int b = b0 + warp;
+        __threadfence(); /* the other producers' outputs, which they fenced before counting */
+        quant_elem(__ldcg(J.y + 32 * b + lane), 32 * b + lane, 0.0f, 0.0f, false, a.cq, a.cxs, a.cbm);
+        if (lane == 0) a.ccnt[b] = 0;
+    }
 }
 
 /* Shared memory for the codes of a row of n_in after the staged rows (CHECK: quant_verify's). */
@@ -257,6 +307,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
         }
         __syncthreads(); /* red is reused by the next token group */
     }
+    if (a.cq) gv_codes_out(a, J, r0, nr);
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
@@ -437,7 +488,11 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
+    /* one token's output codes for ffn_down (OB_CUDA_EPI_CODES; rows the matmul's check takes) */
+    const int codes = s->epi_codes && n == 1 && g->n_out % 32 == 0 && g->n_out <= CU_VERIFY_MAX;
+    if (codes) cu_xq2_bufs(s, n, (int)g->n_out, &a.cq, &a.cxs, &a.cbm, &a.ccnt);
     gv_run(s, g->type, a);
+    if (codes) cu_xq_tag_check(s, out, n, (int)g->n_out, a.cbm, 1);
     return 1;
 }
 

@@ -81,6 +81,11 @@ typedef struct {
     int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
     const float *xq_bm;    /* non-NULL: those codes are a producer's, block by block, with these block maxima, for the matmul to check (quant_verify) */
     long xq_checked;       /* matmul launches that checked and used a producer's codes (ob_cuda_checked_codes) */
+    int xq_alt;            /* those codes are in xq2, not xq */
+    void *xq2;             /* [xq2_cap bytes]: codes a matmul's epilogue makes (the GLU's: it reads xq) */
+    size_t xq2_cap;
+    int *xq2_cnt;          /* [xq2_cnt_cap bytes]: producer blocks finished per 32-element block of xq2's row; 0 between launches */
+    size_t xq2_cnt_cap;
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
     size_t ytmp_cap;
     float *attn_part;      /* [attn_cap bytes]: flash-decoding partial results */
@@ -200,7 +205,10 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, fl
  * the caller checks them (bm non-NULL: gets their block maxima, else NULL) and made again when not. */
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
-void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm);
+/* alt: the codes are in the second buffer (cu_xq2_bufs) */
+void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm, int alt);
+/* The second codes buffer (for the GLU's epilogue, which reads the first) and its per-block counters. */
+void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm, int **cnt);
 /* Longest row whose producer's codes the decode matmul checks (its shared memory holds the row's
  * codes when the check finds the row on its grid: quant_verify) */
 #define CU_VERIFY_MAX 8192
