@@ -712,16 +712,19 @@ static void check_epi_codes(ob_backend *g, ob_backend *ge, int type, int hd, int
 /* The GLU making its output's codes for ffn_down (OB_CUDA_EPI_CODES=1, on ge) against the
  * quantizer's (g): one token's matmul_glu, then ffn_down as matmul_add, bit for bit, twice with
  * new inputs (the per-block counters must be back at zero), for GLU row counts that cut the
- * output's 32-element blocks between several producer blocks. */
-static void check_glu_codes(ob_backend *g, ob_backend *ge, int wtype, int n_in, int n_ff, int act) {
+ * output's 32-element blocks between several producer blocks (and a block's rows between two of
+ * them: 5632, 6912 and 4864 rows take 3-5 rows a block on the H200); ffn_down of dtype; used: 1
+ * where the switched backend must have used the GLU's codes, 0 where it declines (rows past
+ * CU_VERIFY_MAX). */
+static void check_glu_codes(ob_backend *g, ob_backend *ge, int wtype, int dtype, int n_in, int n_ff, int act, int used) {
     const int n_out = 45;
     ob_backend *bs[2] = {g, ge};
-    void *wg = random_quantized(wtype, n_in, n_ff, 0), *wu = random_quantized(wtype, n_in, n_ff, 0), *wd = random_quantized(wtype, n_ff, n_out, 0);
+    void *wg = random_quantized(wtype, n_in, n_ff, 0), *wu = random_quantized(wtype, n_in, n_ff, 0), *wd = random_quantized(dtype, n_ff, n_out, 0);
     ob_weight W[2][3];
     for (int k = 0; k < 2; k++) {
         W[k][0] = weight_on(bs[k], wtype, n_in, n_ff, wg);
         W[k][1] = weight_on(bs[k], wtype, n_in, n_ff, wu);
-        W[k][2] = weight_on(bs[k], wtype, n_ff, n_out, wd);
+        W[k][2] = weight_on(bs[k], dtype, n_ff, n_out, wd);
     }
     for (int round = 0; round < 2; round++) {
         float *x = randf((size_t)n_in, 1.0f), *y = randf(n_out, 1.0f), *res[2][2];
@@ -731,7 +734,7 @@ static void check_glu_codes(ob_backend *g, ob_backend *ge, int wtype, int n_in, 
             b->matmul_glu(b, (ob_act)act, &W[k][0], &W[k][1], dx, gate, up, 1);
             const long checked = checked_codes(b);
             b->matmul_add(b, &W[k][2], gate, dy, 1);
-            CHECK_EQ_INT((int)(checked_codes(b) - checked), k); /* the GLU's codes were used on ge only */
+            CHECK_EQ_INT((int)(checked_codes(b) - checked), k * used); /* the GLU's codes were used on ge only */
             res[k][0] = dev_get(b, gate, n_ff);
             res[k][1] = dev_get(b, dy, n_out);
             void *bufs[] = {dx, gate, up, dy};
@@ -767,11 +770,15 @@ static void test_epi_codes(ob_backend *g) {
         check_epi_codes(g, ge, OB_TYPE_F32, 256, 5, kind, OB_TYPE_Q8_0); /* head size 256: rows of 2048 */
     }
     check_epi_codes(g, ge, OB_TYPE_F16, 256, 700, 0, OB_TYPE_Q6_K);
-    check_glu_codes(g, ge, OB_TYPE_Q4_0, 512, 256, 0);
-    check_glu_codes(g, ge, OB_TYPE_Q4_0, 2048, 8192, 0); /* Llama-3.2-1B's shape */
-    check_glu_codes(g, ge, OB_TYPE_Q4_K, 1024, 2816, 0);
-    check_glu_codes(g, ge, OB_TYPE_TQ2_0, 768, 2048, 1);
-    check_glu_codes(g, ge, OB_TYPE_Q8_0, 96, 4096, 1);
+    check_glu_codes(g, ge, OB_TYPE_Q4_0, OB_TYPE_Q4_0, 512, 256, 0, 1);
+    check_glu_codes(g, ge, OB_TYPE_Q4_0, OB_TYPE_Q4_0, 2048, 8192, 0, 1); /* Llama-3.2-1B's shape */
+    check_glu_codes(g, ge, OB_TYPE_Q4_0, OB_TYPE_Q4_0, 2048, 5632, 0, 1);
+    check_glu_codes(g, ge, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 1024, 2816, 0, 1); /* as Q4_K_M files */
+    check_glu_codes(g, ge, OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 768, 2048, 1, 1);
+    check_glu_codes(g, ge, OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 2560, 6912, 1, 1); /* BitNet-2B's shape */
+    check_glu_codes(g, ge, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 96, 4096, 1, 1);
+    check_glu_codes(g, ge, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 896, 4864, 0, 1);
+    check_glu_codes(g, ge, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 64, 8448, 0, 0); /* past CU_VERIFY_MAX: the quantizer */
     gpu_free(ge);
 }
 

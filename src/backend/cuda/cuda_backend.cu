@@ -315,10 +315,15 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
-    /* before: the op may tag codes of its own output (cu_gemv_glu, OB_CUDA_EPI_CODES) */
+    /* before as well: the op may tag codes of its own output (cu_gemv_glu, OB_CUDA_EPI_CODES),
+     * which the checks after it keep */
     xq_forget_if(s, gate, (size_t)n * g->n_out);
     xq_forget_if(s, up, (size_t)n * u->n_out);
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
+    if (!(s->xq_alt && s->xq_src == gate)) {
+        xq_forget_if(s, gate, (size_t)n * g->n_out);
+        xq_forget_if(s, up, (size_t)n * u->n_out);
+    }
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {

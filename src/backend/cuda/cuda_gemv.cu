@@ -187,14 +187,20 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, fl
     if (bm) *bm = (float *)(*scales + nb);
 }
 
+/* Where n rows of dim start in the second codes buffer: codes, scales, block maxima. */
+static void xq2_ptrs(const cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
+    const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
+    *codes = (int8_t *)s->xq2;
+    *scales = (float2 *)((uint8_t *)s->xq2 + nc);
+    *bm = (float *)(*scales + nb);
+}
+
 void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm, int **cnt) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
     const size_t need = nc + nb * (sizeof(float2) + sizeof(float)) + 16;
     if (need > s->xq2_cap && s->xq_alt) cu_xq_tag(s, NULL, 0, 0);
     cu_reserve(s, &s->xq2, &s->xq2_cap, need);
-    *codes = (int8_t *)s->xq2;
-    *scales = (float2 *)((uint8_t *)s->xq2 + nc);
-    *bm = (float *)(*scales + nb);
+    xq2_ptrs(s, n, dim, codes, scales, bm);
     const size_t had = s->xq2_cnt_cap;
     cu_reserve(s, (void **)&s->xq2_cnt, &s->xq2_cnt_cap, nb * sizeof(int));
     if (s->xq2_cnt_cap != had) /* a new counter array: zero once, the last producer of a block resets its own */
@@ -205,9 +211,8 @@ void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, f
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm) {
     const int have = s->xq_src == x && s->xq_n == n && s->xq_dim == dim;
     if (have && s->xq_alt && bm) { /* a producer's codes in the second buffer (cu_gemv_glu) */
-        int *cnt;
         float *b2;
-        cu_xq2_bufs(s, n, dim, codes, scales, &b2, &cnt);
+        xq2_ptrs(s, n, dim, codes, scales, &b2);
         *bm = s->xq_bm;
         return;
     }
@@ -229,12 +234,13 @@ void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float 
     s->xq_alt = src && alt;
 }
 
-/* The codes of one token's output rows [r0, r0 + nr) of job J (a.cq; nr <= 32, J.n_out a multiple
- * of 32), by the whole block after it wrote them: each 32-element block the rows touch counts
+/* The codes of one token's output rows [r0, r0 + nr) of job J (a.cq; nr <= 8 rows of a GLU, J.n_out
+ * a multiple of 32), by the whole block after it wrote them: each 32-element block the rows touch counts
  * them (a.ccnt), and the block that completes its count reads the 32 values back and codes them
  * at the block's own scale (quant_elem, with the maximum for quant_verify), then resets the count. */
 __device__ __forceinline__ void gv_codes_out(const gv_args &a, const gv_job &J, int r0, int nr) {
-    __shared__ int last[2];
+    __shared__ int last[2]; /* the rows touch at most two 32-element blocks */
+    static_assert(16 / 2 <= 32, "a GLU block's rows (RMAX / 2 weights) fit two 32-element blocks");
     __threadfence(); /* this thread's outputs are visible everywhere before the block counts them */
     __syncthreads();
     const int b0 = r0 >> 5, nb = ((r0 + nr - 1) >> 5) - b0 + 1;
@@ -256,8 +262,10 @@ __device__ __forceinline__ void gv_codes_out(const gv_args &a, const gv_job &J, 
 __host__ __device__ __forceinline__ size_t gv_codes_bytes(int n_in) { return (size_t)n_in + (size_t)n_in / 32 * sizeof(float2); }
 
 /* CHECK (one token, int8 path): the codes are a producer's, block by block (cu_xq_tag_check); the
- * block checks them against the row's one-scale case (quant_verify) while its rows arrive. */
-template <int T, int NT, int RMAX, bool CHECK>
+ * block checks them against the row's one-scale case (quant_verify) while its rows arrive. CODES
+ * (one token's GLU): the block makes its output's codes after it (gv_codes_out). Both are
+ * instances of their own, so the other launches keep their registers. */
+template <int T, int NT, int RMAX, bool CHECK, bool CODES>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -307,7 +315,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
         }
         __syncthreads(); /* red is reused by the next token group */
     }
-    if (a.cq) gv_codes_out(a, J, r0, nr);
+    if constexpr (CODES) gv_codes_out(a, J, r0, nr);
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
@@ -344,19 +352,19 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, bool CHECK = false> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX, bool CHECK = false, bool CODES = false> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     const size_t extra = CHECK ? gv_codes_bytes(a.n_in) : 0;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, CHECK>, a.rb, weights, rows, RMAX, extra);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, CHECK, CODES>, a.rb, weights, rows, RMAX, extra);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb) + extra;
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, CHECK>, a);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, CHECK, CODES>, a);
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
@@ -364,7 +372,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         int8_t *q;
         float2 *xs;
         const int weights = a.ep == GV_GLU ? 2 : 1; /* a producer's codes are checked by one token's blocks with room for the row's codes */
-        const bool check = a.n == 1 && a.n_in <= CU_VERIFY_MAX && (size_t)weights * gv_span(a.rb) + gv_codes_bytes(a.n_in) <= GV_SMEM_ALL;
+        const bool check = !a.cq && a.n == 1 && a.n_in <= CU_VERIFY_MAX && (size_t)weights * gv_span(a.rb) + gv_codes_bytes(a.n_in) <= GV_SMEM_ALL;
         cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs, check ? &a.xbm : NULL);
         a.xq = q;
         a.xs = xs;
@@ -372,6 +380,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
             s->xq_checked++;
             return gv_launch<T, 1, 16, true>(s, a);
         }
+        if (a.cq) return gv_launch<T, 1, 16, false, true>(s, a); /* one token (cu_gemv_glu) */
     }
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
@@ -489,8 +498,11 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.uscale = u->scale;
     a.relu2 = relu2;
     /* one token's output codes for ffn_down (OB_CUDA_EPI_CODES; rows the matmul's check takes) */
-    const int codes = s->epi_codes && n == 1 && g->n_out % 32 == 0 && g->n_out <= CU_VERIFY_MAX;
-    if (codes) cu_xq2_bufs(s, n, (int)g->n_out, &a.cq, &a.cxs, &a.cbm, &a.ccnt);
+    const int codes = s->epi_codes && n == 1 && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_VERIFY_MAX;
+    if (codes) {
+        if (s->xq_alt) cu_xq_tag(s, NULL, 0, 0); /* xq2 is about to be written: its codes cannot be this input's */
+        cu_xq2_bufs(s, n, (int)g->n_out, &a.cq, &a.cxs, &a.cbm, &a.ccnt);
+    }
     gv_run(s, g->type, a);
     if (codes) cu_xq_tag_check(s, out, n, (int)g->n_out, a.cbm, 1);
     return 1;

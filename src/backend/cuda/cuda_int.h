@@ -112,7 +112,7 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
-    int epi_codes;         /* OB_CUDA_EPI_CODES=1 (an experiment, not yet run on a GPU): decode attention makes its output's codes for wo (cuda_attn.cu, at_codes) */
+    int epi_codes;         /* OB_CUDA_EPI_CODES=1 (an experiment, not yet run on a GPU): one token's decode attention and GLU make their output's codes for wo and ffn_down (cuda_attn.cu at_codes, cuda_gemv.cu gv_codes_out) */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -201,8 +201,9 @@ void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y,
  * NULL): the block maxima of a producer's codes (cu_xq_tag_check). */
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm);
 /* The codes of x[n][dim] in the codes buffer: quantized (cu_quant_rows) and tagged unless the tag
- * says the buffer holds them already. A producer's codes to check (cu_xq_tag_check) are kept when
- * the caller checks them (bm non-NULL: gets their block maxima, else NULL) and made again when not. */
+ * says the buffer holds them already. A producer's codes to check (cu_xq_tag_check; in the first
+ * buffer or, alt, the second) are kept when the caller checks them (bm non-NULL: gets their block
+ * maxima, else NULL) and made again into the first buffer when not. */
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
 /* alt: the codes are in the second buffer (cu_xq2_bufs) */
