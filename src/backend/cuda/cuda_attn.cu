@@ -272,8 +272,9 @@ static at_codes attn_codes(cu_state *s, const ob_attn_args *a) {
     return c;
 }
 
-/* Launches the split kernel; returns whether it made the output's codes (attn_codes). */
-static int attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
+/* Launches the split kernel; when it makes the output's codes (attn_codes), tags them as codes to
+ * check (the op forgot the old tag before it came here). */
+static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
@@ -282,15 +283,15 @@ static int attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
               s->attn_cnt, ro, cd);
-    return cd.q != NULL;
+    if (cd.q) cu_xq_tag_check(s, a->out, a->n, a->n_head * a->head_dim, cd.bm, 0);
 }
 
-int cu_attention(cu_state *s, const ob_attn_args *a) {
+void cu_attention(cu_state *s, const ob_attn_args *a) {
     if (a->head_dim > AT_MAXK * 32) {
         fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
         abort();
     }
-    return attn_launch(s, a, at_rope{});
+    attn_launch(s, a, at_rope{});
 }
 
 int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r) {
@@ -299,7 +300,7 @@ int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope
            r->n_rot >= 0 && r->n_rot <= a->head_dim;
 }
 
-int cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
+void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
     const at_rope ro = {k, v, *r, 1};
-    return attn_launch(s, a, ro);
+    attn_launch(s, a, ro);
 }

@@ -367,21 +367,9 @@ static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x,
     PROF(s, "kv_write", 4.0 * n * dim, cu_kv_write(s, cache, type, x, n, dim, n_ctx, dpos, dseq));
 }
 
-/* After an attention: when it made its output's codes (cu_attention), the codes buffer holds them,
- * to be checked (cu_xq_tag_check); the block maxima follow the scales (cu_xq_bufs). */
-static void attn_tag(cu_state *s, const ob_attn_args *a, int made) {
-    if (!made) return;
-    int8_t *q;
-    float2 *xs;
-    float *bm;
-    const int dim = a->n_head * a->head_dim;
-    cu_xq_bufs(s, a->n, dim, &q, &xs, &bm);
-    cu_xq_tag_check(s, a->out, a->n, dim, bm, 0);
-}
-
 /* The tiled prompt kernel where it applies, else the split kernel (d: a with device index arrays). */
 static void attention_any(cu_state *s, const ob_attn_args *d, const ob_attn_args *a) {
-    if (!cu_attention_tiles(s, d, a->pos, a->seq)) attn_tag(s, a, cu_attention(s, d));
+    if (!cu_attention_tiles(s, d, a->pos, a->seq)) cu_attention(s, d);
 }
 
 /* The profile's bytes of an attention: every query head reads its K/V head's rows up to its position. */
@@ -409,9 +397,7 @@ static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, 
     ob_attn_args d = *a;
     d.q = q;
     cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
-    int made = 0;
-    PROF(s, a->n == 1 ? "rope+attention n=1" : "rope+attention n>1", attn_bytes(s, a), made = cu_rope_attention(s, &d, k, v, r));
-    attn_tag(s, a, made);
+    PROF(s, a->n == 1 ? "rope+attention n=1" : "rope+attention n>1", attn_bytes(s, a), cu_rope_attention(s, &d, k, v, r));
     return 1;
 }
 

@@ -177,31 +177,31 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
                 for (int t = 0; t < NT; t++) red[warp][r * NT + t] = 0.0f;
 }
 
-void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
+/* A codes buffer's layout for n rows of dim: codes, block scales, block maxima (bm may be NULL);
+ * returns the bytes it takes (+ 16: staging copies whole 16-byte words). */
+static size_t xq_layout(void *buf, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
-    const size_t need = nc + nb * (sizeof(float2) + sizeof(float)) + 16; /* + 16: staging copies whole 16-byte words */
-    if (need > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
-    cu_reserve(s, &s->xq, &s->xq_cap, need);
-    *codes = (int8_t *)s->xq;
-    *scales = (float2 *)((uint8_t *)s->xq + nc);
+    *codes = (int8_t *)buf;
+    *scales = (float2 *)((uint8_t *)buf + nc);
     if (bm) *bm = (float *)(*scales + nb);
+    return nc + nb * (sizeof(float2) + sizeof(float)) + 16;
 }
 
-/* Where n rows of dim start in the second codes buffer: codes, scales, block maxima. */
-static void xq2_ptrs(const cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
-    const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
-    *codes = (int8_t *)s->xq2;
-    *scales = (float2 *)((uint8_t *)s->xq2 + nc);
-    *bm = (float *)(*scales + nb);
+/* Grows a codes buffer to n rows of dim (forgetting the tag when its codes were there) and lays it out. */
+static void xq_grow(cu_state *s, void **buf, size_t *cap, int alt, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
+    const size_t need = xq_layout(NULL, n, dim, codes, scales, bm);
+    if (need > *cap && (!alt || s->xq_alt)) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
+    cu_reserve(s, buf, cap, need);
+    xq_layout(*buf, n, dim, codes, scales, bm);
+}
+
+void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
+    xq_grow(s, &s->xq, &s->xq_cap, 0, n, dim, codes, scales, bm);
 }
 
 void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm, int **cnt) {
-    const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
-    const size_t need = nc + nb * (sizeof(float2) + sizeof(float)) + 16;
-    if (need > s->xq2_cap && s->xq_alt) cu_xq_tag(s, NULL, 0, 0);
-    cu_reserve(s, &s->xq2, &s->xq2_cap, need);
-    xq2_ptrs(s, n, dim, codes, scales, bm);
-    const size_t had = s->xq2_cnt_cap;
+    xq_grow(s, &s->xq2, &s->xq2_cap, 1, n, dim, codes, scales, bm);
+    const size_t nb = (size_t)n * dim / 32, had = s->xq2_cnt_cap;
     cu_reserve(s, (void **)&s->xq2_cnt, &s->xq2_cnt_cap, nb * sizeof(int));
     if (s->xq2_cnt_cap != had) /* a new counter array: zero once, the last producer of a block resets its own */
         cu_check(cudaMemsetAsync(s->xq2_cnt, 0, s->xq2_cnt_cap, s->stream), "codes counters");
@@ -211,8 +211,7 @@ void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, f
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm) {
     const int have = s->xq_src == x && s->xq_n == n && s->xq_dim == dim;
     if (have && s->xq_alt && bm) { /* a producer's codes in the second buffer (cu_gemv_glu) */
-        float *b2;
-        xq2_ptrs(s, n, dim, codes, scales, &b2);
+        xq_layout(s->xq2, n, dim, codes, scales, NULL);
         *bm = s->xq_bm;
         return;
     }
@@ -238,9 +237,9 @@ void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float 
  * a multiple of 32), by the whole block after it wrote them: each 32-element block the rows touch counts
  * them (a.ccnt), and the block that completes its count reads the 32 values back and codes them
  * at the block's own scale (quant_elem, with the maximum for quant_verify), then resets the count. */
-__device__ __forceinline__ void gv_codes_out(const gv_args &a, const gv_job &J, int r0, int nr) {
+template <int RMAX> __device__ __forceinline__ void gv_codes_out(const gv_args &a, const gv_job &J, int r0, int nr) {
     __shared__ int last[2]; /* the rows touch at most two 32-element blocks */
-    static_assert(16 / 2 <= 32, "a GLU block's rows (RMAX / 2 weights) fit two 32-element blocks");
+    static_assert(RMAX / 2 <= 33, "a GLU block's rows (RMAX / 2 a weight) touch two 32-element blocks at most");
     __threadfence(); /* this thread's outputs are visible everywhere before the block counts them */
     __syncthreads();
     const int b0 = r0 >> 5, nb = ((r0 + nr - 1) >> 5) - b0 + 1;
@@ -284,7 +283,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     if constexpr (CHECK) {
         int8_t *q = (int8_t *)(sm + (glu ? 2 : 1) * stride);
         float2 *qs = (float2 *)(q + a.n_in);
-        if (quant_verify(a.x, a.xbm, a.n_in, q, qs)) {
+        if (quant_verify<CU_VERIFY_MAX / 32 / GV_THREADS>(a.x, a.xbm, a.n_in, q, qs)) {
             xq = q;
             xs = qs;
         }
@@ -315,7 +314,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
         }
         __syncthreads(); /* red is reused by the next token group */
     }
-    if constexpr (CODES) gv_codes_out(a, J, r0, nr);
+    if constexpr (CODES) gv_codes_out<RMAX>(a, J, r0, nr);
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:

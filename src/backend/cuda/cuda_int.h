@@ -238,13 +238,12 @@ void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y,
 /* cuda_attn.cu: a->pos / a->seq already on the device; the tiled prompt kernel (when s->attn_tile,
  * for a chunk of one sequence's consecutive positions, which the host arrays show) returns 0
  * without launching anything when the batch does not suit it */
-/* cu_attention and cu_rope_attention return whether they made the output's codes (attn_codes). */
-int cu_attention(cu_state *s, const ob_attn_args *a);
+void cu_attention(cu_state *s, const ob_attn_args *a);
 /* backend.h's rope_attention: rope_kv and the split attention kernel in one launch, for tokens of
  * distinct sequences (a->q, k, v unrotated; a's pos / seq on the device), where _ok says it
  * applies (on: s->rope_attn, and the shapes suit it) */
 int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r);
-int cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
+void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
 void cu_attention_tiles_init(cu_state *s);
 /* cuda_attn_mma.cu: the tensor-core prompt kernel for f16 caches and head size 64 or 128 (0: not
  * launched, the batch does not suit it); krb..vhb as cu_attention computes them */

@@ -204,14 +204,21 @@ __device__ __forceinline__ void quant_rows_mem(const float *y, int n, int dim, i
  * (almost never, but for BitNet-like rows) is read (x[n_in]) for the full test, and when it holds
  * its codes at the row's one scale go to q / xs (shared memory) and true is returned: the caller
  * synchronizes the block before reading them. Otherwise false: the producer's codes stand. */
+template <int NB> /* block maxima a thread holds, at most: n_in <= 32 * NB * blockDim */
 __device__ __forceinline__ bool quant_verify(const float *x, const float *bm, int n_in, int8_t *q, float2 *xs) {
     const int nb = n_in >> 5, bd = blockDim.x, lane = threadIdx.x & 31;
-    float amax = 0.0f;
-    for (int b = threadIdx.x; b < nb; b += bd) amax = fmaxf(amax, __ldcg(bm + b));
+    float amax = 0.0f, m[NB]; /* read once: the test after the max needs them again */
+#pragma unroll
+    for (int k = 0; k < NB; k++) {
+        const int b = threadIdx.x + k * bd;
+        m[k] = b < nb ? __ldcg(bm + b) : 0.0f;
+        amax = fmaxf(amax, m[k]);
+    }
     amax = block_reduce<true>(amax);
     const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
     float off = 0.0f;
-    for (int b = threadIdx.x; b < nb; b += bd) off = fmaxf(off, quant_off(__ldcg(bm + b), idr));
+#pragma unroll
+    for (int k = 0; k < NB; k++) off = fmaxf(off, quant_off(m[k], idr)); /* 0 past nb: on every grid */
     off = block_reduce<true>(off);
     if (amax == 0.0f || off != 0.0f) return false; /* the same in every thread */
     off = 0.0f;
