@@ -94,7 +94,7 @@ $(BUILD)/test_unit: $(TEST_OBJ) $(BUILD)/lib1bit.a
 # (built with CUDA=1; prints a skip message and passes where no GPU is found).
 test-cuda:
 	$(MAKE) --no-print-directory CUDA=1 $(BUILD)/test_unit $(BUILD)/1bit
-	./$(BUILD)/test_unit cuda_host cuda_kernels cuda_golden cuda_epi
+	./$(BUILD)/test_unit cuda_host cuda_kernels cuda_golden
 
 # Every test: unit suites (incl. bad-file and golden suites) in one C runner, then the
 # end-to-end tests (a real `1bit serve` driven by the official openai npm client).

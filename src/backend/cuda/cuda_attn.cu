@@ -31,7 +31,7 @@
 #include "backend/cuda/cuda_int.h"
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
-                                                          float *part, int *cnt, at_rope ro, at_codes cd) {
+                                                          float *part, int *cnt, at_rope ro) {
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
     /* positions come from a copy ordered before the previous kernel: the blocks past a token's
@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
     if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
     if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
     cu_dep();
-    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, cd);
+    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -261,29 +261,14 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
-/* Whether the decode attention makes its output's codes (at_codes; OB_CUDA_EPI_CODES=1): one token
- * (the matmul that checks them takes one), heads of whole 32-element blocks, rows the matmul's
- * check takes; then into the codes buffer (cu_xq_bufs), tagged as codes to check. */
-static at_codes attn_codes(cu_state *s, const ob_attn_args *a) {
-    at_codes c = {};
-    const int dim = a->n_head * a->head_dim;
-    if (!s->epi_codes || a->n != 1 || a->head_dim % 32 || dim > CU_VERIFY_MAX) return c;
-    cu_xq_bufs(s, a->n, dim, &c.q, &c.xs, &c.bm);
-    return c;
-}
-
-/* Launches the split kernel; when it makes the output's codes (attn_codes), tags them as codes to
- * check (the op forgot the old tag before it came here). */
 static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     const int n_split = cu_attn_splits(s, a);
-    const at_codes cd = attn_codes(s, a);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
-              s->attn_cnt, ro, cd);
-    if (cd.q) cu_xq_tag_check(s, a->out, a->n, a->n_head * a->head_dim, cd.bm, 0);
+              s->attn_cnt, ro);
 }
 
 void cu_attention(cu_state *s, const ob_attn_args *a) {

@@ -159,8 +159,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rows_wide = !(rw && !strcmp(rw, "0"));
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
-    const char *ec = getenv("OB_CUDA_EPI_CODES");
-    s->epi_codes = ec && !strcmp(ec, "1");
     const char *ra = getenv("OB_CUDA_ROPE_ATTN");
     s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
@@ -194,7 +192,7 @@ static void cu_free(ob_backend *b) {
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->xq2_cnt, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -315,15 +313,9 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
-    /* before as well: the op may tag codes of its own output (cu_gemv_glu, OB_CUDA_EPI_CODES),
-     * which the checks after it keep */
+    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
     xq_forget_if(s, gate, (size_t)n * g->n_out);
     xq_forget_if(s, up, (size_t)n * u->n_out);
-    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
-    if (!(s->xq_alt && s->xq_src == gate)) {
-        xq_forget_if(s, gate, (size_t)n * g->n_out);
-        xq_forget_if(s, up, (size_t)n * u->n_out);
-    }
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
@@ -452,8 +444,6 @@ static int cu_op_graph_end(ob_backend *b) {
     xq_forget(st(b));
     return cu_graph_end(st(b));
 }
-
-extern "C" long ob_cuda_checked_codes(const ob_backend *b) { return ((const cu_state *)b->priv)->xq_checked; }
 
 extern "C" int ob_backend_cuda_usable(void) {
     int count = 0;

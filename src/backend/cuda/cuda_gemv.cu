@@ -37,7 +37,6 @@
 #define GV_THREADS 128
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
-#define GV_SMEM_ALL 48128  /* dynamic shared memory a block gets without the opt-in (48 KB), less 1 KB for its static arrays */
 #define GV_JOBS CU_MULTI_MAX
 
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
@@ -58,11 +57,6 @@ struct gv_args {
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
-    const float *xbm; /* k_gv's CHECK: a producer's codes, with their block maxima (quant_verify) */
-    int8_t *cq;       /* one token's GLU (OB_CUDA_EPI_CODES): its output's codes, block scales and maxima */
-    float2 *cxs;      /* (quant_elem at each 32-element block's own scale) into the second codes */
-    float *cbm;       /* buffer, by the last of a block's producers (ccnt: rows written per block) */
-    int *ccnt;
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -177,94 +171,30 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
                 for (int t = 0; t < NT; t++) red[warp][r * NT + t] = 0.0f;
 }
 
-/* A codes buffer's layout for n rows of dim: codes, block scales, block maxima (bm may be NULL);
- * returns the bytes it takes (+ 16: staging copies whole 16-byte words). */
-static size_t xq_layout(void *buf, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
+void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
-    *codes = (int8_t *)buf;
-    *scales = (float2 *)((uint8_t *)buf + nc);
-    if (bm) *bm = (float *)(*scales + nb);
-    return nc + nb * (sizeof(float2) + sizeof(float)) + 16;
+    const size_t need = nc + nb * sizeof(float2) + 16; /* + 16: staging copies whole 16-byte words */
+    if (need > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
+    cu_reserve(s, &s->xq, &s->xq_cap, need);
+    *codes = (int8_t *)s->xq;
+    *scales = (float2 *)((uint8_t *)s->xq + nc);
 }
 
-/* Grows a codes buffer to n rows of dim (forgetting the tag when its codes were there) and lays it out. */
-static void xq_grow(cu_state *s, void **buf, size_t *cap, int alt, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
-    const size_t need = xq_layout(NULL, n, dim, codes, scales, bm);
-    if (need > *cap && (!alt || s->xq_alt)) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
-    cu_reserve(s, buf, cap, need);
-    xq_layout(*buf, n, dim, codes, scales, bm);
-}
-
-void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm) {
-    xq_grow(s, &s->xq, &s->xq_cap, 0, n, dim, codes, scales, bm);
-}
-
-void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm, int **cnt) {
-    xq_grow(s, &s->xq2, &s->xq2_cap, 1, n, dim, codes, scales, bm);
-    const size_t nb = (size_t)n * dim / 32, had = s->xq2_cnt_cap;
-    cu_reserve(s, (void **)&s->xq2_cnt, &s->xq2_cnt_cap, nb * sizeof(int));
-    if (s->xq2_cnt_cap != had) /* a new counter array: zero once, the last producer of a block resets its own */
-        cu_check(cudaMemsetAsync(s->xq2_cnt, 0, s->xq2_cnt_cap, s->stream), "codes counters");
-    *cnt = s->xq2_cnt;
-}
-
-void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm) {
-    const int have = s->xq_src == x && s->xq_n == n && s->xq_dim == dim;
-    if (have && s->xq_alt && bm) { /* a producer's codes in the second buffer (cu_gemv_glu) */
-        xq_layout(s->xq2, n, dim, codes, scales, NULL);
-        *bm = s->xq_bm;
-        return;
-    }
-    cu_xq_bufs(s, n, dim, codes, scales, NULL);
-    if (!have || s->xq_alt || (s->xq_bm && !bm)) {
+void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales) {
+    cu_xq_bufs(s, n, dim, codes, scales);
+    if (s->xq_src != x || s->xq_n != n || s->xq_dim != dim) {
         cu_quant_rows(s, x, n, dim, *codes, *scales);
         cu_xq_tag(s, x, n, dim);
     }
-    if (bm) *bm = s->xq_bm;
 }
 
-void cu_xq_tag(cu_state *s, const float *src, int n, int dim) { cu_xq_tag_check(s, src, n, dim, NULL, 0); }
-
-void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm, int alt) {
+void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_src = src;
     s->xq_n = n;
     s->xq_dim = dim;
-    s->xq_bm = src ? bm : NULL;
-    s->xq_alt = src && alt;
 }
 
-/* The codes of one token's output rows [r0, r0 + nr) of job J (a.cq; nr <= 8 rows of a GLU, J.n_out
- * a multiple of 32), by the whole block after it wrote them: each 32-element block the rows touch counts
- * them (a.ccnt), and the block that completes its count reads the 32 values back and codes them
- * at the block's own scale (quant_elem, with the maximum for quant_verify), then resets the count. */
-template <int RMAX> __device__ __forceinline__ void gv_codes_out(const gv_args &a, const gv_job &J, int r0, int nr) {
-    __shared__ int last[2]; /* the rows touch at most two 32-element blocks */
-    static_assert(RMAX / 2 <= 33, "a GLU block's rows (RMAX / 2 a weight) touch two 32-element blocks at most");
-    __threadfence(); /* this thread's outputs are visible everywhere before the block counts them */
-    __syncthreads();
-    const int b0 = r0 >> 5, nb = ((r0 + nr - 1) >> 5) - b0 + 1;
-    if ((int)threadIdx.x < nb) {
-        const int b = b0 + threadIdx.x, c = min(r0 + nr, 32 * b + 32) - max(r0, 32 * b);
-        last[threadIdx.x] = atomicAdd(&a.ccnt[b], c) + c == 32;
-    }
-    __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < nb && last[warp]) {
-        const int b = b0 + warp;
-        __threadfence(); /* the other producers' outputs, which they fenced before counting */
-        quant_elem(__ldcg(J.y + 32 * b + lane), 32 * b + lane, 0.0f, 0.0f, false, a.cq, a.cxs, a.cbm);
-        if (lane == 0) a.ccnt[b] = 0;
-    }
-}
-
-/* Shared memory for the codes of a row of n_in after the staged rows (CHECK: quant_verify's). */
-__host__ __device__ __forceinline__ size_t gv_codes_bytes(int n_in) { return (size_t)n_in + (size_t)n_in / 32 * sizeof(float2); }
-
-/* CHECK (one token, int8 path): the codes are a producer's, block by block (cu_xq_tag_check); the
- * block checks them against the row's one-scale case (quant_verify) while its rows arrive. CODES
- * (one token's GLU): the block makes its output's codes after it (gv_codes_out). Both are
- * instances of their own, so the other launches keep their registers. */
-template <int T, int NT, int RMAX, bool CHECK, bool CODES>
+template <int T, int NT, int RMAX>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -278,23 +208,13 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
     __pipeline_commit();
     cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-    const int8_t *xq = a.xq;
-    const float2 *xs = a.xs;
-    if constexpr (CHECK) {
-        int8_t *q = (int8_t *)(sm + (glu ? 2 : 1) * stride);
-        float2 *qs = (float2 *)(q + a.n_in);
-        if (quant_verify<CU_VERIFY_MAX / 32 / GV_THREADS>(a.x, a.xbm, a.n_in, q, qs)) {
-            xq = q;
-            xs = qs;
-        }
-    }
     __pipeline_wait_prior(0);
     __syncthreads();
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -314,7 +234,6 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
         }
         __syncthreads(); /* red is reused by the next token group */
     }
-    if constexpr (CODES) gv_codes_out<RMAX>(a, J, r0, nr);
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
@@ -325,14 +244,14 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
  * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, size_t extra) {
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
     int R = 1;
     for (int r = 1; r <= rmax / weights; r++) {
-        const size_t smem = (size_t)weights * gv_span((size_t)r * rb) + extra;
-        if (r > 1 && smem - extra > GV_SMEM) break;
+        const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
+        if (r > 1 && smem > GV_SMEM) break;
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
         R = r;
@@ -351,35 +270,27 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, bool CHECK = false, bool CODES = false> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
-    const size_t extra = CHECK ? gv_codes_bytes(a.n_in) : 0;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, CHECK, CODES>, a.rb, weights, rows, RMAX, extra);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb) + extra;
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, CHECK, CODES>, a);
+    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
-        const int weights = a.ep == GV_GLU ? 2 : 1; /* a producer's codes are checked by one token's blocks with room for the row's codes */
-        const bool check = !a.cq && a.n == 1 && a.n_in <= CU_VERIFY_MAX && (size_t)weights * gv_span(a.rb) + gv_codes_bytes(a.n_in) <= GV_SMEM_ALL;
-        cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs, check ? &a.xbm : NULL);
+        cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs);
         a.xq = q;
         a.xs = xs;
-        if (a.xbm) {
-            s->xq_checked++;
-            return gv_launch<T, 1, 16, true>(s, a);
-        }
-        if (a.cq) return gv_launch<T, 1, 16, false, true>(s, a); /* one token (cu_gemv_glu) */
     }
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
@@ -496,14 +407,7 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
-    /* one token's output codes for ffn_down (OB_CUDA_EPI_CODES; rows the matmul's check takes) */
-    const int codes = s->epi_codes && n == 1 && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_VERIFY_MAX;
-    if (codes) {
-        if (s->xq_alt) cu_xq_tag(s, NULL, 0, 0); /* xq2 is about to be written: its codes cannot be this input's */
-        cu_xq2_bufs(s, n, (int)g->n_out, &a.cq, &a.cxs, &a.cbm, &a.ccnt);
-    }
     gv_run(s, g->type, a);
-    if (codes) cu_xq_tag_check(s, out, n, (int)g->n_out, a.cbm, 1);
     return 1;
 }
 

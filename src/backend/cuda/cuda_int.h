@@ -79,13 +79,6 @@ typedef struct {
     size_t xq_cap;
     const float *xq_src;   /* xq holds the codes of xq_src[xq_n][xq_dim] (NULL: of nothing); every op */
     int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
-    const float *xq_bm;    /* non-NULL: those codes are a producer's, block by block, with these block maxima, for the matmul to check (quant_verify) */
-    long xq_checked;       /* matmul launches that checked and used a producer's codes (ob_cuda_checked_codes) */
-    int xq_alt;            /* those codes are in xq2, not xq */
-    void *xq2;             /* [xq2_cap bytes]: codes a matmul's epilogue makes (the GLU's: it reads xq) */
-    size_t xq2_cap;
-    int *xq2_cnt;          /* [xq2_cnt_cap bytes]: producer blocks finished per 32-element block of xq2's row; 0 between launches */
-    size_t xq2_cnt_cap;
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
     size_t ytmp_cap;
     float *attn_part;      /* [attn_cap bytes]: flash-decoding partial results */
@@ -112,7 +105,6 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops without a norm on 1024 threads from 2048 values (cuda_ops.cu), unless OB_CUDA_ROWS_WIDE=0 */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
-    int epi_codes;         /* OB_CUDA_EPI_CODES=1 (an experiment, not yet run on a GPU): one token's decode attention and GLU make their output's codes for wo and ffn_down (cuda_attn.cu at_codes, cuda_gemv.cu gv_codes_out) */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -197,22 +189,12 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
 /* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
-/* The int8 activation buffers for n rows of dim (grown as needed), and what they hold; bm (may be
- * NULL): the block maxima of a producer's codes (cu_xq_tag_check). */
-void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm);
+/* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
+void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
 /* The codes of x[n][dim] in the codes buffer: quantized (cu_quant_rows) and tagged unless the tag
- * says the buffer holds them already. A producer's codes to check (cu_xq_tag_check; in the first
- * buffer or, alt, the second) are kept when the caller checks them (bm non-NULL: gets their block
- * maxima, else NULL) and made again into the first buffer when not. */
-void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales, const float **bm);
+ * says the buffer holds them already */
+void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
-/* alt: the codes are in the second buffer (cu_xq2_bufs) */
-void cu_xq_tag_check(cu_state *s, const float *src, int n, int dim, const float *bm, int alt);
-/* The second codes buffer (for the GLU's epilogue, which reads the first) and its per-block counters. */
-void cu_xq2_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales, float **bm, int **cnt);
-/* Longest row whose producer's codes the decode matmul checks (its shared memory holds the row's
- * codes when the check finds the row on its grid: quant_verify) */
-#define CU_VERIFY_MAX 8192
 /* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
  * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
 void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs);

@@ -250,7 +250,7 @@ __device__ __forceinline__ void mk_attention(const mk_args &a, at_smem *sh) {
     const int ns = attn_spans(t, a.n_split, 0), grp = threadIdx.x >> 7;
     auto sync = [grp] { asm volatile("bar.sync %0, 128;" ::"r"(grp + 1) : "memory"); };
     for (int it = 2 * blockIdx.x + grp; it < t.n_head * ns; it += 2 * gridDim.x) {
-        attn_span(t, a.krb, a.vrb, a.khb, a.vhb, a.n_split, a.part, a.cnt, it / ns, 0, it % ns, sh[grp], sync, at_rope{}, nullptr, at_codes{});
+        attn_span(t, a.krb, a.vrb, a.khb, a.vhb, a.n_split, a.part, a.cnt, it / ns, 0, it % ns, sh[grp], sync, at_rope{}, nullptr);
         sync(); /* the group's merge buffer is free again */
     }
 }

@@ -115,7 +115,7 @@ int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int
     if (!ok) return 0;
     int8_t *q;
     float2 *xs;
-    cu_xq_codes(s, x, n, (int)w->n_in, &q, &xs, NULL);
+    cu_xq_codes(s, x, n, (int)w->n_in, &q, &xs);
 #define MQ(T) mmq_launch<T>(s, w, q, xs, y, n, add)
     CU_FOR_TYPE(w->type, MQ)
 #undef MQ

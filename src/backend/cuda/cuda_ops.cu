@@ -100,7 +100,7 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
 static void rows_op(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq) {
     int8_t *q = NULL;
     float2 *xs = NULL;
-    if (n > 0 && n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs, NULL);
+    if (n > 0 && n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs);
     rows_launch(s, aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm", x, w, y, n, dim, eps, norm, aq, q, xs);
     cu_xq_tag(s, q ? y : NULL, n, dim);
 }

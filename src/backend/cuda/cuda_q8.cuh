@@ -103,14 +103,11 @@ template <bool MAX> __device__ float block_reduce(float v) {
  * only the 32-element blocks in [lo, hi) (multiples of 32) are written, so that several blocks
  * share one row's writes. */
 /* The code of element e (value v) of a row with the row's scale dr = max|x| / 127 (idr its
- * inverse) and mode, called by all 32 lanes of a warp for one 32-element block (lane = e % 32).
- * bm (block mode only, may be NULL): the block's max |x| goes to bm[e / 32] (quant_verify). */
-__device__ __forceinline__ void quant_elem(float v, int e, float dr, float idr, bool row_mode, int8_t *q, float2 *xs, float *bm = nullptr) {
+ * inverse) and mode, called by all 32 lanes of a warp for one 32-element block (lane = e % 32). */
+__device__ __forceinline__ void quant_elem(float v, int e, float dr, float idr, bool row_mode, int8_t *q, float2 *xs) {
     float d = dr, id = idr;
     if (!row_mode) { /* the block's max |x|: the bits of non-negative floats order as the values */
-        const float m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
-        if (bm && (e & 31) == 0) bm[e >> 5] = m;
-        d = m / 127.0f;
+        d = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v)))) / 127.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
     }
     const float c = fminf(fmaxf(rintf(v * id), -127.0f), 127.0f);
@@ -193,39 +190,6 @@ __device__ __forceinline__ void quant_rows_mem(const float *y, int n, int dim, i
         for (int g = warp; g < dim / 32; g += nw)
             quant_elem(__ldcg(yi + 32 * g + lane), 32 * g + lane, dr, idr, row_mode, q + (size_t)i * dim, xs + (size_t)i * (dim / 32));
     }
-}
-
-/* Codes made where their row was produced, one 32-element block at a time at its own scale (the
- * decode attention's epilogue: quant_elem with bm), stand for the row's codes unless the row lies
- * on the grid of its max, where quant_regs gives one scale to the whole row. The decode matmul
- * checks that with the whole block (every thread calls it) before it reads them: the row's max is
- * the blocks' maxima's (bm[n_in / 32], a NaN block aside, which no row on a grid holds), and a row
- * on its grid has every value there, its blocks' maxima included; a row whose maxima all pass
- * (almost never, but for BitNet-like rows) is read (x[n_in]) for the full test, and when it holds
- * its codes at the row's one scale go to q / xs (shared memory) and true is returned: the caller
- * synchronizes the block before reading them. Otherwise false: the producer's codes stand. */
-template <int NB> /* block maxima a thread holds, at most: n_in <= 32 * NB * blockDim */
-__device__ __forceinline__ bool quant_verify(const float *x, const float *bm, int n_in, int8_t *q, float2 *xs) {
-    const int nb = n_in >> 5, bd = blockDim.x, lane = threadIdx.x & 31;
-    float amax = 0.0f, m[NB]; /* read once: the test after the max needs them again */
-#pragma unroll
-    for (int k = 0; k < NB; k++) {
-        const int b = threadIdx.x + k * bd;
-        m[k] = b < nb ? __ldcg(bm + b) : 0.0f;
-        amax = fmaxf(amax, m[k]);
-    }
-    amax = block_reduce<true>(amax);
-    const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
-    float off = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NB; k++) off = fmaxf(off, quant_off(m[k], idr)); /* 0 past nb: on every grid */
-    off = block_reduce<true>(off);
-    if (amax == 0.0f || off != 0.0f) return false; /* the same in every thread */
-    off = 0.0f;
-    for (int e = threadIdx.x; e < n_in; e += bd) off = fmaxf(off, quant_off(__ldcg(x + e), idr));
-    if (block_reduce<true>(off) != 0.0f) return false;
-    for (int b = threadIdx.x >> 5; b < nb; b += bd >> 5) quant_elem(__ldcg(x + 32 * b + lane), 32 * b + lane, dr, idr, true, q, xs);
-    return true;
 }
 
 /* N words from p, which is 2-byte aligned (shared memory; may read 4 bytes past the last word). */
