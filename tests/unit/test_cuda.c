@@ -406,84 +406,6 @@ static void test_fused(ob_backend *g) {
     }
 }
 
-/* ---- looped decode matmuls (matrices of several waves): the same bits as a group a block -- */
-#ifdef OB_CUDA
-
-/* One token through matmul, matmul_add, matmul_multi (the weight and two smaller ones: groups of
- * three jobs) and matmul_glu of the weights wq / uq (n_out rows) on g: the outputs, in that order,
- * downloaded into one malloc'd array of 4 n_out + m1 + m2 floats (the GLU's gate output only). */
-static float *loop_outputs(ob_backend *g, int type, int64_t n_in, int64_t n_out, const void *wq, const void *uq, const float *x,
-                           const float *y0) {
-    const int64_t m1 = 1000, m2 = 777;
-    const size_t total = (size_t)(4 * n_out + m1 + m2);
-    float *out = malloc(total * sizeof(float));
-    ob_weight w = weight_on(g, type, n_in, n_out, wq), u = weight_on(g, type, n_in, n_out, uq);
-    ob_weight w1 = weight_on(g, type, n_in, m1, uq), w2 = weight_on(g, type, n_in, m2, wq);
-    void *dx = dev_copy(g, x, (size_t)n_in * 4), *dy = dev_nan(g, (size_t)n_out), *da = dev_copy(g, y0, (size_t)n_out * 4);
-    void *d1 = dev_nan(g, (size_t)m1), *d2 = dev_nan(g, (size_t)m2), *dg = dev_nan(g, (size_t)n_out), *du = dev_nan(g, (size_t)n_out);
-    g->matmul(g, &w, dx, dy, 1);
-    g->matmul_add(g, &w, dx, da, 1);
-    const ob_weight *ws[3] = {&w, &w1, &w2};
-    float *ys[3] = {dg, d1, d2};
-    g->matmul_multi(g, ws, ys, 3, dx, 1);
-    g->download(g, out, dy, (size_t)n_out * 4);
-    g->download(g, out + n_out, da, (size_t)n_out * 4);
-    g->download(g, out + 2 * n_out, dg, (size_t)n_out * 4);
-    g->download(g, out + 3 * n_out, d1, (size_t)m1 * 4);
-    g->download(g, out + 3 * n_out + m1, d2, (size_t)m2 * 4);
-    g->matmul_glu(g, OB_ACT_SILU, &w, &u, dx, dg, du, 1);
-    g->download(g, out + 3 * n_out + m1 + m2, dg, (size_t)n_out * 4);
-    void *bufs[] = {dx, dy, da, d1, d2, dg, du, (void *)w.data, (void *)u.data, (void *)w1.data, (void *)w2.data};
-    for (int i = 0; i < 11; i++) g->dealloc(g, bufs[i]);
-    return out;
-}
-
-/* The looped kernel with both buffer sizes (OB_CUDA_GV_LOOP=1, 2) against one group a block
- * (OB_CUDA_GV_LOOP=0), bit for bit, on row counts of several waves with a partial last group;
- * each looped backend must have looped. */
-static void test_gv_loop(void) {
-    static const struct { int type; int64_t n_in, n_out; } cases[] = {
-        {OB_TYPE_Q4_0, 256, 50001}, {OB_TYPE_Q6_K, 256, 50001}, {OB_TYPE_Q4_K, 512, 40003},
-        {OB_TYPE_TQ2_0, 256, 50001}, {OB_TYPE_F16, 256, 50001}, {OB_TYPE_Q8_0, 4096, 20001},
-    };
-    static const char *modes[] = {"0", "1", "2"};
-    ob_backend *gb[3];
-    for (int m = 0; m < 3; m++) gb[m] = gpu_new_with("OB_CUDA_GV_LOOP", modes[m]);
-    for (int m = 0; m < 3; m++) CHECK(gb[m] != NULL);
-    if (!gb[0] || !gb[1] || !gb[2]) goto out;
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const int type = cases[c].type;
-        const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
-        void *wq = random_quantized(type, n_in, n_out, 0), *uq = random_quantized(type, n_in, n_out, 0);
-        float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f), *o[3];
-        long before[3];
-        for (int m = 0; m < 3; m++) {
-            before[m] = ob_cuda_looped_matmuls(gb[m]);
-            o[m] = loop_outputs(gb[m], type, n_in, n_out, wq, uq, x, y0);
-        }
-        const size_t total = (size_t)(4 * n_out + 1000 + 777);
-        for (int m = 1; m < 3; m++) {
-            const long looped = ob_cuda_looped_matmuls(gb[m]) - before[m];
-            const double d = max_abs_diff(o[m], o[0], total);
-            if (d != 0 || looped != 4 || ob_test_verbose)
-                fprintf(stderr, "  cuda looped matmul (mode %s) %-6s %lld x %lld: max|diff| %.3g (must be 0), %ld of 4 looped\n", modes[m],
-                        ob_type_get(type)->name, (long long)n_in, (long long)n_out, d, looped);
-            CHECK(d == 0);
-            CHECK_EQ_INT((int)looped, 4);
-        }
-        CHECK_EQ_INT((int)(ob_cuda_looped_matmuls(gb[0]) - before[0]), 0);
-        for (int m = 0; m < 3; m++) free(o[m]);
-        free(wq);
-        free(uq);
-        free(x);
-        free(y0);
-    }
-out:
-    for (int m = 0; m < 3; m++)
-        if (gb[m]) gpu_free(gb[m]);
-}
-#endif
-
 /* ---- row ops against the CPU backend ------------------------------------------------- */
 
 static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, double tol, const char *what) {
@@ -887,12 +809,7 @@ OB_SUITE(cuda_kernels) {
     CHECK(c->init(c, &o, err, sizeof err) == 0);
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
-    static const int one[] = {1};
-    check_matmul(g, OB_TYPE_Q6_K, 256, 50001, one, 1); /* several waves: the looped kernel */
     test_fused(g);
-#ifdef OB_CUDA
-    test_gv_loop();
-#endif
     test_layer(g);
     test_row_ops(g, c);
     test_rope(g, c);

@@ -159,8 +159,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rows_wide = !(rw && !strcmp(rw, "0"));
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
-    const char *gl = getenv("OB_CUDA_GV_LOOP");
-    s->gv_loop = !gl ? 1 : !strcmp(gl, "0") ? 0 : !strcmp(gl, "2") ? 2 : 1;
     const char *ra = getenv("OB_CUDA_ROPE_ATTN");
     s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
@@ -459,8 +457,6 @@ extern "C" int ob_backend_cuda_usable(void) {
     }
     return 0;
 }
-
-extern "C" long ob_cuda_looped_matmuls(const ob_backend *b) { return b && b->priv ? ((const cu_state *)b->priv)->gv_looped : 0; }
 
 extern "C" ob_backend *ob_backend_cuda_new(void) {
     ob_backend *b = (ob_backend *)calloc(1, sizeof *b);

@@ -54,7 +54,6 @@ struct gv_args {
     float uscale;
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
-    int groups;       /* LOOP launches: the row groups of every job */
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
@@ -195,36 +194,28 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-/* A block's group of rows: job j's rows [r0, r0 + nr), staged at b0 (and the up rows at b1). */
-struct gv_grp {
-    int j, r0, nr;
-    const uint8_t *b0, *b1;
-};
+template <int T, int NT, int RMAX>
+__global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    __shared__ float red[GV_THREADS / 32][RMAX * NT];
+    int j = 0;
+    while (j + 1 < a.nj && (int)blockIdx.x >= a.job[j + 1].first) j++;
+    const gv_job J = a.job[j];
+    const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
+    const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
+    const size_t stride = gv_span((size_t)a.R * a.rb);
+    const uint8_t *base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+    const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+    __pipeline_commit();
+    cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
+    __pipeline_wait_prior(0);
+    __syncthreads();
 
-/* Issues the staging copies of group g into buf (not committed) and says where it lies. */
-__device__ __forceinline__ gv_grp gv_grp_stage(const gv_args &a, int g, uint8_t *buf) {
-    gv_grp p;
-    p.j = 0;
-    while (p.j + 1 < a.nj && g >= a.job[p.j + 1].first) p.j++;
-    const int n_out = a.job[p.j].n_out;
-    p.r0 = (g - a.job[p.j].first) * a.R;
-    p.nr = n_out - p.r0 < a.R ? n_out - p.r0 : a.R;
-    p.b0 = gv_stage<GV_THREADS>(buf, a.job[p.j].W + (size_t)p.r0 * a.rb, (size_t)p.nr * a.rb);
-    p.b1 = a.ep == GV_GLU ? gv_stage<GV_THREADS>(buf + gv_span((size_t)a.R * a.rb), a.U + (size_t)p.r0 * a.rb, (size_t)p.nr * a.rb)
-                          : p.b0;
-    return p;
-}
-
-/* The sums and epilogue of a staged group, token group by token group; ends with a barrier (its
- * staged rows and red may be reused after it). */
-template <int T, int NT, int RMAX> __device__ __forceinline__ void gv_grp_run(const gv_args &a, const gv_grp &p, float (*red)[RMAX * NT]) {
-    const gv_job J = a.job[p.j];
-    const int glu = a.ep == GV_GLU, nr = p.nr, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, p.b0, p.b1, nr, rows, t0, nt, a.xq, a.xs, red);
-        else gv_rows_f32<T, NT, RMAX>(a, p.b0, p.b1, nr, rows, t0, nt, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
+        else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
             const int r = k / NT, t = k % NT;
@@ -233,7 +224,7 @@ template <int T, int NT, int RMAX> __device__ __forceinline__ void gv_grp_run(co
 #pragma unroll
             for (int w = 0; w < GV_THREADS / 32; w++) v += red[w][r * NT + t];
             v *= J.scale;
-            float *yp = J.y + (size_t)(t0 + t) * J.n_out + p.r0 + r;
+            float *yp = J.y + (size_t)(t0 + t) * J.n_out + r0 + r;
             if (glu) {
 #pragma unroll
                 for (int w = 0; w < GV_THREADS / 32; w++) u += red[w][(nr + r) * NT + t];
@@ -242,43 +233,6 @@ template <int T, int NT, int RMAX> __device__ __forceinline__ void gv_grp_run(co
             gv_out(yp, a.ep, a.relu2, v, u);
         }
         __syncthreads(); /* red is reused by the next token group */
-    }
-}
-
-/* One group a block (LOOP false), or a.groups groups over the blocks of a grid that fits on the
- * GPU at once (LOOP: matrices of several waves): block b takes groups b, b + gridDim.x, ... and
- * copies the next one's rows into a second buffer while it sums the current one, so that its
- * loads and its arithmetic overlap and no partial last wave waits for a full one. */
-template <int T, int NT, int RMAX, bool LOOP>
-__global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
-    extern __shared__ __align__(16) uint8_t sm[];
-    __shared__ float red[GV_THREADS / 32][RMAX * NT];
-    if constexpr (!LOOP) {
-        const gv_grp p = gv_grp_stage(a, blockIdx.x, sm);
-        __pipeline_commit();
-        cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-        __pipeline_wait_prior(0);
-        __syncthreads();
-        gv_grp_run<T, NT, RMAX>(a, p, red);
-    } else {
-        const size_t half = (a.ep == GV_GLU ? 2 : 1) * gv_span((size_t)a.R * a.rb);
-        const int step = (int)gridDim.x;
-        int g = blockIdx.x;
-        gv_grp p = gv_grp_stage(a, g, sm), q = p;
-        __pipeline_commit();
-        if (g + step < a.groups) q = gv_grp_stage(a, g + step, sm + half);
-        __pipeline_commit(); /* (maybe empty: one batch always follows the current group's) */
-        cu_dep();
-        for (int i = 0;; i++) {
-            __pipeline_wait_prior(1);
-            __syncthreads();
-            gv_grp_run<T, NT, RMAX>(a, p, red); /* buffer i & 1 is free after its barrier */
-            g += step;
-            if (g >= a.groups) break;
-            p = q;
-            if (g + step < a.groups) q = gv_grp_stage(a, g + step, sm + (size_t)(i & 1) * half);
-            __pipeline_commit();
-        }
     }
 }
 
@@ -305,7 +259,7 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
     }
     int i = 0;
     while (i < CU_ROWS_MEMO - 1 && m[i].R) i++; /* full: the last entry is replaced */
-    m[i] = {k, rb, rows, weights, R, 0};
+    m[i] = {k, rb, rows, weights, R};
     return R;
 }
 
@@ -316,66 +270,18 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-/* Sets job firsts for R rows a group; returns the groups of all jobs. */
-static int gv_groups(gv_args &a) {
-    int groups = 0;
-    for (int j = 0; j < a.nj; j++) {
-        a.job[j].first = groups;
-        groups += (a.job[j].n_out + a.R - 1) / a.R;
-    }
-    return groups;
-}
-
-/* The looped launch (k_gv's LOOP) for a matrix whose blocks of R rows need more than one wave:
- * rows per group and blocks, remembered per shape; 0 blocks where one wave holds them.
- * s->gv_loop 1: both buffers within GV_SMEM (half the rows a group), 2: each buffer R rows. */
-static void gv_loop_pick(cu_state *s, const void *kplain, const void *kloop, size_t rb, int weights, long rows, int R, int rmax, int *R2,
-                         int *grid) {
-    cu_rows_pick *m = s->gv_memo;
-    for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
-        if (m[i].k == kloop && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) {
-            *R2 = m[i].R;
-            *grid = m[i].grid;
-            return;
-        }
-    int occ = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kplain, GV_THREADS, (size_t)weights * gv_span((size_t)R * rb)) != cudaSuccess) occ = 1;
-    *R2 = R;
-    *grid = 0;
-    if ((rows + R - 1) / R > (long)occ * s->sm_count) {
-        if (s->gv_loop == 1)
-            for (*R2 = 1; *R2 < rmax / weights && (size_t)2 * weights * gv_span((size_t)(*R2 + 1) * rb) <= GV_SMEM; ++*R2) {}
-        const size_t smem = (size_t)2 * weights * gv_span((size_t)*R2 * rb);
-        if (smem > 48 * 1024) cu_check(cudaFuncSetAttribute(kloop, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "matmul (looped)");
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kloop, GV_THREADS, smem) != cudaSuccess || occ < 1) occ = 1;
-        *grid = occ * s->sm_count;
-    }
-    int i = 0;
-    while (i < CU_ROWS_MEMO - 1 && m[i].R) i++;
-    m[i] = {kloop, rb, rows, weights, *R2, *grid};
-}
-
 template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, false>, a.rb, weights, rows, RMAX);
-    if constexpr (NT == 1) { /* single-token decode: the matrices of several waves loop */
-        int R2, grid;
-        if (s->gv_loop) gv_loop_pick(s, (const void *)k_gv<T, NT, RMAX, false>, (const void *)k_gv<T, NT, RMAX, true>, a.rb, weights, rows,
-                                     a.R, RMAX, &R2, &grid);
-        if (s->gv_loop && grid) {
-            a.R = R2;
-            a.groups = gv_groups(a);
-            s->gv_looped++;
-            cu_launch(s, "matmul (staged, looped)", (unsigned)(a.groups < grid ? a.groups : grid), GV_THREADS,
-                      (size_t)2 * weights * gv_span((size_t)a.R * a.rb), k_gv<T, NT, RMAX, true>, a);
-            return;
-        }
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX>, a.rb, weights, rows, RMAX);
+    int blocks = 0;
+    for (int j = 0; j < a.nj; j++) {
+        a.job[j].first = blocks;
+        blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const int blocks = gv_groups(a);
     const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, false>, a);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {

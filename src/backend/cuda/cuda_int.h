@@ -52,14 +52,13 @@ typedef struct {
     cudaEvent_t done;      /* the last replay has read host */
 } cu_graph;
 
-/* Rows per block the decode matmul picked for a kernel and shape (cuda_gemv.cu, gv_rows), and for
- * the looped kernel its blocks (grid; 0: not looped). */
+/* Rows per block the decode matmul picked for a kernel and shape (cuda_gemv.cu, gv_rows). */
 #define CU_ROWS_MEMO 32
 typedef struct {
     const void *k;
     size_t rb;
     long rows;
-    int weights, R, grid;
+    int weights, R;
 } cu_rows_pick;
 
 typedef struct {
@@ -95,9 +94,6 @@ typedef struct {
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
-    int gv_loop;           /* decode matmuls of several waves looped (k_gv's LOOP): 1 (default) buffers within GV_SMEM,
-                            * 2 (OB_CUDA_GV_LOOP=2) each buffer a plain block's rows, 0 (OB_CUDA_GV_LOOP=0) off */
-    long gv_looped;        /* looped launches so far (ob_cuda_looped_matmuls) */
     int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
