@@ -406,6 +406,70 @@ static void test_fused(ob_backend *g) {
     }
 }
 
+/* ---- one token's int8 rows with the codes held in registers: the same bits ------------- */
+
+/* One token through matmul, matmul_add, matmul_multi (the weight and two smaller ones) and
+ * matmul_glu of the weights wq / uq (n_out rows) on g: the outputs, in that order, downloaded into
+ * one malloc'd array of 4 n_out + m1 + m2 floats (the GLU's gate output only). */
+static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n_out, const void *wq, const void *uq, const float *x,
+                                const float *y0) {
+    const int64_t m1 = n_out / 3 + 1, m2 = n_out / 5 + 1;
+    float *out = malloc((size_t)(4 * n_out + m1 + m2) * sizeof(float));
+    ob_weight w = weight_on(g, type, n_in, n_out, wq), u = weight_on(g, type, n_in, n_out, uq);
+    ob_weight w1 = weight_on(g, type, n_in, m1, uq), w2 = weight_on(g, type, n_in, m2, wq);
+    void *dx = dev_copy(g, x, (size_t)n_in * 4), *dy = dev_nan(g, (size_t)n_out), *da = dev_copy(g, y0, (size_t)n_out * 4);
+    void *d1 = dev_nan(g, (size_t)m1), *d2 = dev_nan(g, (size_t)m2), *dg = dev_nan(g, (size_t)n_out), *du = dev_nan(g, (size_t)n_out);
+    g->matmul(g, &w, dx, dy, 1);
+    g->matmul_add(g, &w, dx, da, 1);
+    const ob_weight *ws[3] = {&w, &w1, &w2};
+    float *ys[3] = {dg, d1, d2};
+    g->matmul_multi(g, ws, ys, 3, dx, 1);
+    g->download(g, out, dy, (size_t)n_out * 4);
+    g->download(g, out + n_out, da, (size_t)n_out * 4);
+    g->download(g, out + 2 * n_out, dg, (size_t)n_out * 4);
+    g->download(g, out + 3 * n_out, d1, (size_t)m1 * 4);
+    g->download(g, out + 3 * n_out + m1, d2, (size_t)m2 * 4);
+    g->matmul_glu(g, OB_ACT_SILU, &w, &u, dx, dg, du, 1);
+    g->download(g, out + 3 * n_out + m1 + m2, dg, (size_t)n_out * 4);
+    void *bufs[] = {dx, dy, da, d1, d2, dg, du, (void *)w.data, (void *)u.data, (void *)w1.data, (void *)w2.data};
+    for (int i = 0; i < 11; i++) g->dealloc(g, bufs[i]);
+    return out;
+}
+
+/* The default backend (a lane's codes held in registers where it has at most two sub-blocks of a
+ * row, rows two at a time) against OB_CUDA_GV_HOLD=0, bit for bit: rows of 16-64 sub-blocks (one
+ * warp a row: lanes with none, one or two sub-blocks), of 128-256 (four warps a row: one or two a
+ * thread), and longer or odd ones that keep the loop; odd row counts (an unpaired last row). */
+static void test_gv_hold(ob_backend *g) {
+    static const struct { int type; int64_t n_in, n_out; } cases[] = {
+        {OB_TYPE_Q4_0, 2048, 301}, {OB_TYPE_Q4_K, 1024, 257}, {OB_TYPE_Q6_K, 4096, 131}, {OB_TYPE_Q8_0, 8192, 71},
+        {OB_TYPE_IQ4_XS, 512, 99},  {OB_TYPE_TQ2_0, 2560, 101}, {OB_TYPE_TQ1_0, 2048, 67}, {OB_TYPE_I2_S, 640, 45},
+        {OB_TYPE_Q4_K, 14336, 23}, {OB_TYPE_Q5_K, 3072, 37},
+    };
+    ob_backend *off = gpu_new_with("OB_CUDA_GV_HOLD", "0");
+    CHECK(off != NULL);
+    if (!off) return;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int type = cases[c].type;
+        const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
+        void *wq = random_quantized(type, n_in, n_out, 1), *uq = random_quantized(type, n_in, n_out, 1);
+        float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
+        float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0), *b = one_token_outputs(off, type, n_in, n_out, wq, uq, x, y0);
+        const double d = max_abs_diff(a, b, (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1));
+        if (d != 0 || ob_test_verbose)
+            fprintf(stderr, "  cuda held codes %-7s %5lld x %4lld: max|diff| %.3g (must be 0)\n", ob_type_get(type)->name, (long long)n_in,
+                    (long long)n_out, d);
+        CHECK(d == 0);
+        free(a);
+        free(b);
+        free(wq);
+        free(uq);
+        free(x);
+        free(y0);
+    }
+    gpu_free(off);
+}
+
 /* ---- row ops against the CPU backend ------------------------------------------------- */
 
 static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, double tol, const char *what) {
@@ -810,6 +874,7 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    test_gv_hold(g);
     test_layer(g);
     test_row_ops(g, c);
     test_rope(g, c);
@@ -939,6 +1004,13 @@ static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
 }
 
+/* The engine with one token's int8 codes held in registers (the default) and without
+ * (OB_CUDA_GV_HOLD=0): the same logits, bit for bit. */
+static void test_gv_hold_engine(void) {
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GV_HOLD", "0", 100, "cuda-gv-hold"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GV_HOLD", "0", 100, "cuda-gv-hold"));
+}
+
 /* The int8 sub-block decoders of the CUDA matmul, run on the host against the reference
  * dequantization (src/backend/cuda/cuda_q8_check.cu): needs a CUDA=1 build, not a GPU. */
 OB_SUITE(cuda_host) {
@@ -961,6 +1033,7 @@ OB_SUITE(cuda_golden) {
     test_layer_engine();
     test_rope_attention_engine();
     test_rows_wpre_engine();
+    test_gv_hold_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

@@ -38,6 +38,9 @@
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
+#ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
+#define OB_CUDA_GV_HOLD 1
+#endif
 
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
 struct gv_job {
@@ -54,6 +57,7 @@ struct gv_args {
     float uscale;
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
+    int hold;         /* one token's int8 rows with the lanes' codes held in registers (gv_rows_q8_held) */
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
@@ -141,6 +145,65 @@ __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, in
     }
 }
 
+/* The warp's sum of each lane's v, as gv_red_row sums one token's: the same shuffle tree. */
+__device__ __forceinline__ float gv_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* One token's int8 rows when each lane has at most two sub-blocks of a row (sb0 and sb0 + sbs):
+ * their codes and scales are loaded once into registers for every row, and rows go two at a time
+ * (r and r + step), so that each warp has two independent chains of loads, dot products and
+ * shuffles in flight. Each row's sum is that of gv_rows_q8 (the same terms in the same order). */
+template <int T, int RMAX>
+__device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
+                                                int step, int sb0, int sbs, const int8_t *xq, const float2 *xs, float (*red)[RMAX]) {
+    const int nsb = a.n_in / 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool has0 = sb0 < nsb, has1 = sb0 + sbs < nsb;
+    int x0[8] = {}, x1[8] = {};
+    float2 s0 = {}, s1 = {};
+    if (has0) {
+        const int4 *xp = (const int4 *)xq + 2 * sb0;
+        const int4 p = xp[0], q = xp[1];
+        x0[0] = p.x; x0[1] = p.y; x0[2] = p.z; x0[3] = p.w; x0[4] = q.x; x0[5] = q.y; x0[6] = q.z; x0[7] = q.w;
+        s0 = xs[sb0];
+    }
+    if (has1) {
+        const int4 *xp = (const int4 *)xq + 2 * (sb0 + sbs);
+        const int4 p = xp[0], q = xp[1];
+        x1[0] = p.x; x1[1] = p.y; x1[2] = p.z; x1[3] = p.w; x1[4] = q.x; x1[5] = q.y; x1[6] = q.z; x1[7] = q.w;
+        s1 = xs[sb0 + sbs];
+    }
+#pragma unroll 1
+    for (int r = first; r < rows; r += 2 * step) {
+        const int r2 = r + step;
+        const bool two = r2 < rows;
+        const uint8_t *rp = gv_row(a, base0, base1, nr, r), *rp2 = gv_row(a, base0, base1, nr, two ? r2 : r);
+        float v = 0.0f, v2 = 0.0f;
+        if (has0) {
+            q8w<T> W, W2;
+            W.load(rp, sb0);
+            W2.load(rp2, sb0);
+            v += W.dot(x0, s0);
+            v2 += W2.dot(x0, s0);
+        }
+        if (has1) {
+            q8w<T> W, W2;
+            W.load(rp, sb0 + sbs);
+            W2.load(rp2, sb0 + sbs);
+            v += W.dot(x1, s1);
+            v2 += W2.dot(x1, s1);
+        }
+        v = gv_warp_sum(v);
+        v2 = gv_warp_sum(v2);
+        if (lane == 0) {
+            red[warp][r] = v;
+            if (two) red[warp][r2] = v2;
+        }
+    }
+}
+
 /* Int8 path (cuda_q8.cuh), one row at a time (the row loop is not unrolled: registers do not grow
  * with the rows a block stages). Rows shorter than GV_SPLIT_SB sub-blocks: warp w owns staged rows
  * w, w + 4, ..., its lanes take sub-blocks sb = lane, lane + 32, ..., unpack each once and dot it
@@ -148,21 +211,29 @@ __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, in
  * 0 for the others. Longer rows: every warp takes every row, warp w and lane l sub-blocks
  * sb = 32 w + l, 32 w + l + 128, ... (a block's rows are rarely a multiple of four for long rows,
  * which left a warp idle); red gets each warp's part (the epilogue adds the four in order). Which
- * layout a row gets depends on its length only, so the sums do not depend on R either. */
+ * layout a row gets depends on its length only, so the sums do not depend on R either. One token's
+ * rows of at most two sub-blocks a lane go through gv_rows_q8_held (the same sums). */
 template <int T, int NT, int RMAX>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                            const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
     const bool split = nsb >= GV_SPLIT_SB;
     const int first = split ? 0 : warp, step = split ? 1 : 4, sb0 = split ? 32 * warp + lane : lane, sbs = split ? GV_THREADS : 32;
+    bool held = false;
+    if constexpr (NT == 1 && OB_CUDA_GV_HOLD) {
+        held = a.hold && nsb <= 2 * sbs;
+        if (held) gv_rows_q8_held<T, RMAX>(a, base0, base1, nr, rows, first, step, sb0, sbs, xq, xs, red);
+    }
+    if (!held) {
 #pragma unroll 1
-    for (int r = first; r < rows; r += step) {
-        const uint8_t *rp = gv_row(a, base0, base1, nr, r);
-        float acc[NT];
+        for (int r = first; r < rows; r += step) {
+            const uint8_t *rp = gv_row(a, base0, base1, nr, r);
+            float acc[NT];
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-        for (int sb = sb0; sb < nsb; sb += sbs) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc);
-        gv_red_row<NT, RMAX>(acc, red, r);
+            for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+            for (int sb = sb0; sb < nsb; sb += sbs) gv_q8_sb<T, NT>(a, rp, sb, nsb, t0, nt, xq, xs, acc);
+            gv_red_row<NT, RMAX>(acc, red, r);
+        }
     }
     if (!split && lane == 0)
         for (int r = 0; r < rows; r++)
@@ -285,6 +356,7 @@ template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
+    a.hold = s->gv_hold;
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
