@@ -231,6 +231,10 @@ test('bad targets and failing requests: clear messages and counted reasons', asy
       if (req.headers.accept === 'application/json') { // calibration: 5 + 10 prompt tokens a call
         res.writeHead(200);
         res.end(`{"usage":{"prompt_tokens":${5 + (fake.calls++ % 2) * 10},"completion_tokens":1}}`);
+      } else if (req.url.startsWith('/err/')) { // the server reports an error inside the stream
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+        res.end('data: {"error":{"message":"output does not match the expected format"}}\n\n');
       } else if (req.url.startsWith('/plain/')) {
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.end('hello, not a stream');
@@ -259,5 +263,19 @@ test('bad targets and failing requests: clear messages and counted reasons', asy
       assert.match(r.stdout, /Errors:/);
       fs.rmSync(json, { force: true });
     }
+    // a warm-up that fails inside its stream is a warning (the steps count it); one that is not a stream is fatal
+    const json = tmp('w.json');
+    fake.calls = 0;
+    r = await run(['bench', '--url', base + '/err/v1', '--concurrency', '1', '--requests', '2', '-o', json]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /warning: the warm-up request to .* failed inside its stream \(stream error: output does not match/);
+    const s = JSON.parse(fs.readFileSync(json, 'utf8')).targets[0].steps[0];
+    assert.equal(s.requests_failed, 2);
+    assert.match(s.errors[0].reason, /^stream error: output does not match/);
+    fs.rmSync(json, { force: true });
+    fake.calls = 0;
+    r = await run(['bench', '--url', base + '/plain/v1', '--concurrency', '1', '--requests', '2']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /the warm-up request to .* failed: .*not an event stream/);
   } finally { fake.close(); }
 });
