@@ -437,37 +437,49 @@ static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n
 }
 
 /* The default backend (a lane's codes held in registers where it has at most two sub-blocks of a
- * row, rows two at a time) against OB_CUDA_GV_HOLD=0, bit for bit: rows of 16-64 sub-blocks (one
- * warp a row: lanes with none, one or two sub-blocks), of 128-256 (four warps a row: one or two a
- * thread), and longer or odd ones that keep the loop; odd row counts (an unpaired last row). */
+ * row, rows two at a time) and OB_CUDA_GV_HOLD=4 (up to four, an instance of its own) against
+ * OB_CUDA_GV_HOLD=0, bit for bit: rows of 16-64 sub-blocks (one warp a row: lanes with none, one
+ * or two sub-blocks), of 128-256 (four warps a row: one or two a thread), of 80-96 and 448 (three
+ * or four: the default keeps the loop, OB_CUDA_GV_HOLD=4 holds them), and 520 (five a thread: the
+ * loop for both); odd row counts (an unpaired last row). */
 static void test_gv_hold(ob_backend *g) {
     static const struct { int type; int64_t n_in, n_out; } cases[] = {
         {OB_TYPE_Q4_0, 2048, 301}, {OB_TYPE_Q4_K, 1024, 257}, {OB_TYPE_Q6_K, 4096, 131}, {OB_TYPE_Q8_0, 8192, 71},
         {OB_TYPE_IQ4_XS, 512, 99},  {OB_TYPE_TQ2_0, 2560, 101}, {OB_TYPE_TQ1_0, 2048, 67}, {OB_TYPE_I2_S, 640, 45},
-        {OB_TYPE_Q4_K, 14336, 23}, {OB_TYPE_Q5_K, 3072, 37},
+        {OB_TYPE_Q4_K, 14336, 23}, {OB_TYPE_Q5_K, 3072, 37}, {OB_TYPE_TQ1_0, 2560, 33}, {OB_TYPE_Q3_K, 3072, 29},
+        {OB_TYPE_Q8_0, 16640, 19},
     };
-    ob_backend *off = gpu_new_with("OB_CUDA_GV_HOLD", "0");
-    CHECK(off != NULL);
-    if (!off) return;
+    ob_backend *off = gpu_new_with("OB_CUDA_GV_HOLD", "0"), *four = gpu_new_with("OB_CUDA_GV_HOLD", "4");
+    CHECK(off != NULL && four != NULL);
+    if (!off || !four) {
+        if (off) gpu_free(off);
+        if (four) gpu_free(four);
+        return;
+    }
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int type = cases[c].type;
         const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
         void *wq = random_quantized(type, n_in, n_out, 1), *uq = random_quantized(type, n_in, n_out, 1);
         float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
         float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0), *b = one_token_outputs(off, type, n_in, n_out, wq, uq, x, y0);
-        const double d = max_abs_diff(a, b, (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1));
-        if (d != 0 || ob_test_verbose)
-            fprintf(stderr, "  cuda held codes %-7s %5lld x %4lld: max|diff| %.3g (must be 0)\n", ob_type_get(type)->name, (long long)n_in,
-                    (long long)n_out, d);
+        float *f = one_token_outputs(four, type, n_in, n_out, wq, uq, x, y0);
+        const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
+        const double d = max_abs_diff(a, b, total), d4 = max_abs_diff(f, b, total);
+        if (d != 0 || d4 != 0 || ob_test_verbose)
+            fprintf(stderr, "  cuda held codes %-7s %5lld x %4lld: max|diff| %.3g, four a lane %.3g (must be 0)\n", ob_type_get(type)->name,
+                    (long long)n_in, (long long)n_out, d, d4);
         CHECK(d == 0);
+        CHECK(d4 == 0);
         free(a);
         free(b);
+        free(f);
         free(wq);
         free(uq);
         free(x);
         free(y0);
     }
     gpu_free(off);
+    gpu_free(four);
 }
 
 /* ---- row ops against the CPU backend ------------------------------------------------- */

@@ -152,28 +152,27 @@ __device__ __forceinline__ float gv_warp_sum(float v) {
     return v;
 }
 
-/* One token's int8 rows when each lane has at most two sub-blocks of a row (sb0 and sb0 + sbs):
+/* One token's int8 rows when each lane has at most HS sub-blocks of a row (sb0, sb0 + sbs, ...):
  * their codes and scales are loaded once into registers for every row, and rows go two at a time
  * (r and r + step), so that each warp has two independent chains of loads, dot products and
  * shuffles in flight. Each row's sum is that of gv_rows_q8 (the same terms in the same order). */
-template <int T, int RMAX>
+template <int T, int RMAX, int HS>
 __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
                                                 int step, int sb0, int sbs, const int8_t *xq, const float2 *xs, float (*red)[RMAX]) {
     const int nsb = a.n_in / 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const bool has0 = sb0 < nsb, has1 = sb0 + sbs < nsb;
-    int x0[8] = {}, x1[8] = {};
-    float2 s0 = {}, s1 = {};
-    if (has0) {
-        const int4 *xp = (const int4 *)xq + 2 * sb0;
-        const int4 p = xp[0], q = xp[1];
-        x0[0] = p.x; x0[1] = p.y; x0[2] = p.z; x0[3] = p.w; x0[4] = q.x; x0[5] = q.y; x0[6] = q.z; x0[7] = q.w;
-        s0 = xs[sb0];
-    }
-    if (has1) {
-        const int4 *xp = (const int4 *)xq + 2 * (sb0 + sbs);
-        const int4 p = xp[0], q = xp[1];
-        x1[0] = p.x; x1[1] = p.y; x1[2] = p.z; x1[3] = p.w; x1[4] = q.x; x1[5] = q.y; x1[6] = q.z; x1[7] = q.w;
-        s1 = xs[sb0 + sbs];
+    int x[HS][8] = {};
+    float2 sc[HS] = {};
+    bool has[HS];
+#pragma unroll
+    for (int k = 0; k < HS; k++) {
+        const int sb = sb0 + k * sbs;
+        has[k] = sb < nsb;
+        if (has[k]) {
+            const int4 *xp = (const int4 *)xq + 2 * sb;
+            const int4 p = xp[0], q = xp[1];
+            x[k][0] = p.x; x[k][1] = p.y; x[k][2] = p.z; x[k][3] = p.w; x[k][4] = q.x; x[k][5] = q.y; x[k][6] = q.z; x[k][7] = q.w;
+            sc[k] = xs[sb];
+        }
     }
 #pragma unroll 1
     for (int r = first; r < rows; r += 2 * step) {
@@ -181,19 +180,16 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
         const bool two = r2 < rows;
         const uint8_t *rp = gv_row(a, base0, base1, nr, r), *rp2 = gv_row(a, base0, base1, nr, two ? r2 : r);
         float v = 0.0f, v2 = 0.0f;
-        if (has0) {
-            q8w<T> W, W2;
-            W.load(rp, sb0);
-            W2.load(rp2, sb0);
-            v += W.dot(x0, s0);
-            v2 += W2.dot(x0, s0);
-        }
-        if (has1) {
-            q8w<T> W, W2;
-            W.load(rp, sb0 + sbs);
-            W2.load(rp2, sb0 + sbs);
-            v += W.dot(x1, s1);
-            v2 += W2.dot(x1, s1);
+#pragma unroll
+        for (int k = 0; k < HS; k++) {
+            if (has[k]) {
+                const int sb = sb0 + k * sbs;
+                q8w<T> W, W2;
+                W.load(rp, sb);
+                W2.load(rp2, sb);
+                v += W.dot(x[k], sc[k]);
+                v2 += W2.dot(x[k], sc[k]);
+            }
         }
         v = gv_warp_sum(v);
         v2 = gv_warp_sum(v2);
@@ -212,8 +208,8 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
  * sb = 32 w + l, 32 w + l + 128, ... (a block's rows are rarely a multiple of four for long rows,
  * which left a warp idle); red gets each warp's part (the epilogue adds the four in order). Which
  * layout a row gets depends on its length only, so the sums do not depend on R either. One token's
- * rows of at most two sub-blocks a lane go through gv_rows_q8_held (the same sums). */
-template <int T, int NT, int RMAX>
+ * rows of at most HS sub-blocks a lane go through gv_rows_q8_held (the same sums). */
+template <int T, int NT, int RMAX, int HS>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                            const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
@@ -221,8 +217,8 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
     const int first = split ? 0 : warp, step = split ? 1 : 4, sb0 = split ? 32 * warp + lane : lane, sbs = split ? GV_THREADS : 32;
     bool held = false;
     if constexpr (NT == 1 && OB_CUDA_GV_HOLD) {
-        held = a.hold && nsb <= 2 * sbs;
-        if (held) gv_rows_q8_held<T, RMAX>(a, base0, base1, nr, rows, first, step, sb0, sbs, xq, xs, red);
+        held = a.hold && nsb <= HS * sbs;
+        if (held) gv_rows_q8_held<T, RMAX, HS>(a, base0, base1, nr, rows, first, step, sb0, sbs, xq, xs, red);
     }
     if (!held) {
 #pragma unroll 1
@@ -265,7 +261,9 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-template <int T, int NT, int RMAX>
+/* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
+ * OB_CUDA_GV_HOLD=4 launches for rows of three or four a lane (its own registers). */
+template <int T, int NT, int RMAX, int HS>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -285,7 +283,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -341,22 +339,29 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX>, a.rb, weights, rows, RMAX);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX>, a);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS>, a);
+}
+
+/* Nonzero when rows of n_in values have three or four sub-blocks on some lane (the held instance
+ * of OB_CUDA_GV_HOLD=4; the default one holds up to two). */
+static int gv_hold4(int n_in) {
+    const int nsb = n_in / 32, sbs = nsb >= GV_SPLIT_SB ? GV_THREADS : 32;
+    return nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
-    a.hold = s->gv_hold;
+    a.hold = s->gv_hold != 0;
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
@@ -364,6 +369,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xq = q;
         a.xs = xs;
     }
+    if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
+        if (a.n == 1 && s->gv_hold == 4 && gv_hold4(a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
