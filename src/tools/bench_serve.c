@@ -494,7 +494,7 @@ static int setup_target(target *T, const opts *o) {
         /* A failure the server reports inside a started stream depends on the text the model
          * wrote (llama-server's chat-output parser on random-weight text): warn and go on, as
          * the steps count such failures; anything else means the target cannot be measured. */
-        if (s.n_err && !strncmp(s.err[0].reason, "stream error: ", 14)) {
+        if (s.n_err && !strncmp(s.err[0].reason, OB_BENCH_STREAM_ERR, strlen(OB_BENCH_STREAM_ERR))) {
             fprintf(stderr, "bench: warning: the warm-up request to %s failed inside its stream (%s); the steps count such failures\n",
                     T->label, s.err[0].reason);
         } else if (s.n_err) {

@@ -78,6 +78,8 @@ typedef struct { int n; double mean, p50, p90, p99, max; } ob_bench_dist;
 void ob_bench_dist_of(double *v, int n, ob_bench_dist *d); /* sorts v */
 
 #define OB_BENCH_MAX_REASONS 12
+/* How a failure the server reported inside a started stream begins (bench_sse.c). */
+#define OB_BENCH_STREAM_ERR "stream error: "
 
 typedef struct {
     int concurrency;

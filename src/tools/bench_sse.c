@@ -166,8 +166,8 @@ int ob_bench_req_event(ob_bench_req *r, const char *event, const char *data, siz
     json_error_t je;
     json_t *j = json_loadb(data, len, 0, &je);
     if (!strcmp(event, "error")) {
-        if (j) set_err(r, "stream error: ", error_message(j), strlen(error_message(j)));
-        else set_err(r, "stream error: ", data, len);
+        if (j) set_err(r, OB_BENCH_STREAM_ERR, error_message(j), strlen(error_message(j)));
+        else set_err(r, OB_BENCH_STREAM_ERR, data, len);
         json_decref(j);
         return -1;
     }
@@ -179,7 +179,7 @@ int ob_bench_req_event(ob_bench_req *r, const char *event, const char *data, siz
     json_t *e = json_object_get(j, "error");
     if (e) {
         const char *m = error_message(e);
-        set_err(r, "stream error: ", m, strlen(m));
+        set_err(r, OB_BENCH_STREAM_ERR, m, strlen(m));
         json_decref(j);
         return -1;
     }

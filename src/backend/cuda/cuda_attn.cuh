@@ -37,27 +37,6 @@ __device__ __forceinline__ int attn_spans(const ob_attn_args &a, int n_split, in
     return min(n_split, (a.pos[i] + 1 + AT_SPAN_MIN - 1) / AT_SPAN_MIN);
 }
 
-/* Where span split of token i and query head h reads: positions [p0, p1) of the token's np (ns
- * spans; the spans past the last non-empty one are empty), K/V head kh, whose rows at position 0
- * of the token's sequence start at kb and vb. */
-struct at_where {
-    int np, ns, p0, p1, kh;
-    const uint8_t *kb, *vb;
-};
-__device__ __forceinline__ at_where attn_where(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, int h,
-                                               int i, int split) {
-    at_where sp;
-    sp.np = a.pos[i] + 1;
-    sp.ns = attn_spans(a, n_split, i);
-    const int span = (sp.np + sp.ns - 1) / sp.ns;
-    sp.p0 = split * span;
-    sp.p1 = min(sp.np, sp.p0 + span);
-    sp.kh = h / (a.n_head / a.n_head_kv);
-    sp.kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)sp.kh * khb;
-    sp.vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)sp.kh * vhb;
-    return sp;
-}
-
 /* What the attention of one step takes over from rope_kv (cu_rope_attention: tokens of distinct
  * sequences): a.q, k and v hold the unrotated heads; every span rotates its query head, and the
  * span holding the token's own position rotates its K head and writes K and V there itself before
@@ -83,13 +62,15 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
                                           int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync, const at_rope &ro,
                                           at_rope_smem *rs) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & (AT_WARPS - 1);
-    const int hd = a.head_dim;
-    /* this token's spans (attn_spans); the blocks past them end at once */
-    const at_where sp = attn_where(a, krb, vrb, khb, vhb, n_split, h, i, split);
-    const int np = sp.np, ns = sp.ns, p0 = sp.p0, p1 = sp.p1, kh = sp.kh;
+    const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
+    /* this token's spans (attn_spans; the spans past the last non-empty one are empty); the
+     * blocks past them end at once */
+    const int np = a.pos[i] + 1, ns = attn_spans(a, n_split, i), span = (np + ns - 1) / ns;
     if (split >= ns) return;
+    const int p0 = split * span, p1 = min(np, p0 + span);
     const float *q = a.q + ((size_t)i * a.n_head + h) * hd;
-    const uint8_t *kb = sp.kb, *vb = sp.vb;
+    const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
+    const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
     if (ro.on) { /* rope_kv's part, with its arithmetic (cuda_rows.cuh); rs->cs: the caller's angles */
         /* own: the one non-empty span holding the position (spans past it are empty when 16
          * positions a span cannot cover the context) */

@@ -68,14 +68,19 @@ __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const uint8_t
     return r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
 }
 
+/* The warp's sum of each lane's v (one shuffle tree for every decode-matmul row sum). */
+__device__ __forceinline__ float gv_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 /* The lanes' sums acc[t] of row r summed over the warp into red[warp][r * NT + t]. */
 template <int NT, int RMAX> __device__ __forceinline__ void gv_red_row(float (&acc)[NT], float (*red)[RMAX * NT], int r) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int t = 0; t < NT; t++) {
-        float v = acc[t];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        const float v = gv_warp_sum(acc[t]);
         if (lane == 0) red[warp][r * NT + t] = v;
     }
 }
@@ -143,13 +148,6 @@ __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, in
             acc[t] += W.dot(xw, xs[(size_t)(t0 + t) * nsb + sb]);
         }
     }
-}
-
-/* The warp's sum of each lane's v, as gv_red_row sums one token's: the same shuffle tree. */
-__device__ __forceinline__ float gv_warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 /* One token's int8 rows when each lane has at most HS sub-blocks of a row (sb0, sb0 + sbs, ...):
