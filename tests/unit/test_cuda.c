@@ -436,12 +436,13 @@ static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n
     return out;
 }
 
-/* The default backend (a lane's codes held in registers where it has at most two sub-blocks of a
- * row, rows two at a time) and OB_CUDA_GV_HOLD=4 (up to four, an instance of its own) against
- * OB_CUDA_GV_HOLD=0, bit for bit: rows of 16-64 sub-blocks (one warp a row: lanes with none, one
- * or two sub-blocks), of 128-256 (four warps a row: one or two a thread), of 80-96 and 448 (three
- * or four: the default keeps the loop, OB_CUDA_GV_HOLD=4 holds them), and 520 (five a thread: the
- * loop for both); odd row counts (an unpaired last row). */
+/* The held codes against OB_CUDA_GV_HOLD=0, bit for bit: the default backend (up to two sub-blocks
+ * a lane, three or four on rows that all four warps take), OB_CUDA_GV_HOLD=2 (up to two only) and
+ * OB_CUDA_GV_HOLD=4 (up to four on every row). Rows of 16-64 sub-blocks (one warp a row: lanes with
+ * none, one or two sub-blocks), of 128-256 (four warps a row: one or two a thread), of 80-96 (one
+ * warp a row, three a lane: only =4 holds them), of 448 (four warps, three or four a thread: the
+ * default and =4 hold them), and 520 (five a thread: the loop for all); odd row counts (an unpaired
+ * last row). */
 static void test_gv_hold(ob_backend *g) {
     static const struct { int type; int64_t n_in, n_out; } cases[] = {
         {OB_TYPE_Q4_0, 2048, 301}, {OB_TYPE_Q4_K, 1024, 257}, {OB_TYPE_Q6_K, 4096, 131}, {OB_TYPE_Q8_0, 8192, 71},
@@ -449,10 +450,12 @@ static void test_gv_hold(ob_backend *g) {
         {OB_TYPE_Q4_K, 14336, 23}, {OB_TYPE_Q5_K, 3072, 37}, {OB_TYPE_TQ1_0, 2560, 33}, {OB_TYPE_Q3_K, 3072, 29},
         {OB_TYPE_Q8_0, 16640, 19},
     };
-    ob_backend *off = gpu_new_with("OB_CUDA_GV_HOLD", "0"), *four = gpu_new_with("OB_CUDA_GV_HOLD", "4");
-    CHECK(off != NULL && four != NULL);
-    if (!off || !four) {
+    ob_backend *off = gpu_new_with("OB_CUDA_GV_HOLD", "0"), *two = gpu_new_with("OB_CUDA_GV_HOLD", "2");
+    ob_backend *four = gpu_new_with("OB_CUDA_GV_HOLD", "4");
+    CHECK(off != NULL && two != NULL && four != NULL);
+    if (!off || !two || !four) {
         if (off) gpu_free(off);
+        if (two) gpu_free(two);
         if (four) gpu_free(four);
         return;
     }
@@ -462,23 +465,26 @@ static void test_gv_hold(ob_backend *g) {
         void *wq = random_quantized(type, n_in, n_out, 1), *uq = random_quantized(type, n_in, n_out, 1);
         float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
         float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0), *b = one_token_outputs(off, type, n_in, n_out, wq, uq, x, y0);
-        float *f = one_token_outputs(four, type, n_in, n_out, wq, uq, x, y0);
+        float *f = one_token_outputs(four, type, n_in, n_out, wq, uq, x, y0), *h = one_token_outputs(two, type, n_in, n_out, wq, uq, x, y0);
         const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
-        const double d = max_abs_diff(a, b, total), d4 = max_abs_diff(f, b, total);
-        if (d != 0 || d4 != 0 || ob_test_verbose)
-            fprintf(stderr, "  cuda held codes %-7s %5lld x %4lld: max|diff| %.3g, four a lane %.3g (must be 0)\n", ob_type_get(type)->name,
-                    (long long)n_in, (long long)n_out, d, d4);
+        const double d = max_abs_diff(a, b, total), d2 = max_abs_diff(h, b, total), d4 = max_abs_diff(f, b, total);
+        if (d != 0 || d2 != 0 || d4 != 0 || ob_test_verbose)
+            fprintf(stderr, "  cuda held codes %-7s %5lld x %4lld: max|diff| default %.3g, two a lane %.3g, four %.3g (must be 0)\n",
+                    ob_type_get(type)->name, (long long)n_in, (long long)n_out, d, d2, d4);
         CHECK(d == 0);
+        CHECK(d2 == 0);
         CHECK(d4 == 0);
         free(a);
         free(b);
         free(f);
+        free(h);
         free(wq);
         free(uq);
         free(x);
         free(y0);
     }
     gpu_free(off);
+    gpu_free(two);
     gpu_free(four);
 }
 

@@ -260,7 +260,7 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
 }
 
 /* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
- * OB_CUDA_GV_HOLD=4 launches for rows of three or four a lane (its own registers). */
+ * gv_hold4 picks for rows of three or four a lane (its own registers). */
 template <int T, int NT, int RMAX, int HS>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
@@ -351,11 +351,14 @@ template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s
     cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS>, a);
 }
 
-/* Nonzero when rows of n_in values have three or four sub-blocks on some lane (the held instance
- * of OB_CUDA_GV_HOLD=4; the default one holds up to two). */
-static int gv_hold4(int n_in) {
-    const int nsb = n_in / 32, sbs = nsb >= GV_SPLIT_SB ? GV_THREADS : 32;
-    return nsb > 2 * sbs && nsb <= 4 * sbs;
+/* Nonzero when one token's rows of n_in values go to the instance that holds three or four
+ * sub-blocks a lane: rows with that many on some lane, and, by default (gv_hold 1), only rows long
+ * enough that all four warps take every row. Measured on the H200 (docs/bench.md run 9): +2.0% on
+ * the 8B Q4_K_M (its 14336-value ffn_down), -1.5% to -3.2% on BitNet (2560-value rows, one warp a
+ * row, three sub-blocks on half the lanes), so that case keeps the loop. */
+static int gv_hold4(int gv_hold, int n_in) {
+    const int nsb = n_in / 32, split = nsb >= GV_SPLIT_SB, sbs = split ? GV_THREADS : 32;
+    return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
@@ -368,7 +371,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xs = xs;
     }
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
-        if (a.n == 1 && s->gv_hold == 4 && gv_hold4(a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
+        if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);

@@ -95,8 +95,10 @@ typedef struct {
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
     int gv_hold;           /* one token's int8 decode matmul: the lanes' codes in registers, two rows at a time
-                            * (cuda_gemv.cu, gv_rows_q8_held): 1 up to two sub-blocks a lane, 4 (OB_CUDA_GV_HOLD=4,
-                            * not yet measured) up to four in an instance of its own, 0 (OB_CUDA_GV_HOLD=0) off */
+                            * (cuda_gemv.cu, gv_rows_q8_held). 1 (default): up to two sub-blocks a lane, and
+                            * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
+                            * instance of its own; 2: up to two only; 4: up to four on every row (it loses on
+                            * BitNet's 2560-value rows); 0: off. Set by OB_CUDA_GV_HOLD */
     int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */

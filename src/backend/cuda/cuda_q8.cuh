@@ -14,6 +14,8 @@
 #ifndef OB_CUDA_Q8_CUH
 #define OB_CUDA_Q8_CUH
 
+#include <string.h>
+
 #include "backend/cuda/cuda_quant.cuh"
 
 /* The decoders below run on the device and, for cu_q8_selftest (cuda_q8_check.cu), on the host:
@@ -205,6 +207,38 @@ template <int N> __host__ __device__ __forceinline__ void ld_words(const uint8_t
     }
 }
 
+/* N words (N a multiple of 4) from p, 16-byte aligned: N / 4 vector loads instead of ld_words's
+ * N + 1 word loads and N byte permutes (q4_K / q5_K / i2_s sub-blocks of a row whose start is
+ * aligned, as uploads are: their blocks are multiples of 16 bytes). OB_CUDA_LD16=0 at build time
+ * leaves every decoder on ld_words (an A/B of the loads). */
+#ifndef OB_CUDA_LD16
+#define OB_CUDA_LD16 1
+#endif
+template <int N> __host__ __device__ __forceinline__ void ld_words16(const uint8_t *p, uint32_t w[N]) {
+#pragma unroll
+    for (int k = 0; k < N / 4; k++) {
+#ifdef __CUDA_ARCH__
+        const uint4 v = ((const uint4 *)p)[k];
+        w[4 * k] = v.x;
+        w[4 * k + 1] = v.y;
+        w[4 * k + 2] = v.z;
+        w[4 * k + 3] = v.w;
+#else
+        memcpy(w + 4 * k, p + 16 * k, 16);
+#endif
+    }
+}
+__host__ __device__ __forceinline__ bool q8_al16(const uint8_t *p) { return OB_CUDA_LD16 && ((uintptr_t)p & 15) == 0; }
+
+/* an fp16 value's bits as a float */
+__host__ __device__ __forceinline__ float q8_h(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+    return __half2float(__ushort_as_half((unsigned short)bits));
+#else
+    return ob_fp16_to_fp32((uint16_t)bits);
+#endif
+}
+
 __host__ __device__ __forceinline__ int dp8(const int w[8], const int x[8], int k0, int k1) {
     int s = 0;
 #pragma unroll
@@ -302,15 +336,28 @@ template <bool HIGH> struct q8w_k {
     int w[8];
     float d1, m1;
     __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)(sb >> 3) * (HIGH ? 176 : 144);
+        const uint8_t *b = row + (size_t)(sb >> 3) * (HIGH ? 176 : 144), *qs = b + (HIGH ? 48 : 16) + 32 * ((sb & 7) >> 1);
         const int j = sb & 7, sh = 4 * (j & 1);
         int sc, m;
         uint32_t qh[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        k4_scale_min(j, b + 4, &sc, &m);
-        d1 = q8_ld_h(b) * (float)sc;
-        m1 = q8_ld_h(b + 2) * (float)m;
-        ld_words<8>(b + (HIGH ? 48 : 16) + 32 * (j >> 1), (uint32_t *)w);
-        if (HIGH) ld_words<8>(b + 16, qh);
+        if (q8_al16(b)) { /* the header (d, dmin, the twelve scale bytes) in one load: k4_scale_min's bytes */
+            uint32_t hd[4];
+            ld_words16<4>(b, hd);
+            const int i = 8 * (j & 3);
+            const int a0 = (int)((hd[1] >> i) & 0xffu), a1 = (int)((hd[2] >> i) & 0xffu), a2 = (int)((hd[3] >> i) & 0xffu);
+            sc = j < 4 ? a0 & 63 : (a2 & 0x0f) | ((a0 >> 6) << 4);
+            m = j < 4 ? a1 & 63 : (a2 >> 4) | ((a1 >> 6) << 4);
+            d1 = q8_h(hd[0] & 0xffffu) * (float)sc;
+            m1 = q8_h(hd[0] >> 16) * (float)m;
+            ld_words16<8>(qs, (uint32_t *)w);
+            if (HIGH) ld_words16<8>(b + 16, qh);
+        } else {
+            k4_scale_min(j, b + 4, &sc, &m);
+            d1 = q8_ld_h(b) * (float)sc;
+            m1 = q8_ld_h(b + 2) * (float)m;
+            ld_words<8>(qs, (uint32_t *)w);
+            if (HIGH) ld_words<8>(b + 16, qh);
+        }
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)((((uint32_t)w[k] >> sh) & 0x0f0f0f0fu) | (((qh[k] >> j) & 0x01010101u) << 4));
     }
@@ -471,7 +518,8 @@ template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); 
     __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 2) * 32;
         const int sh = 6 - 2 * (sb & 3);
-        ld_words<8>(b, (uint32_t *)w);
+        if (q8_al16(b)) ld_words16<8>(b, (uint32_t *)w);
+        else ld_words<8>(b, (uint32_t *)w);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
     }
