@@ -1,5 +1,6 @@
 /* bench_serve.c — `1bit bench --url`: load any OpenAI-compatible server with streamed chat
- * completions and report what a user sees (docs/bench.md, "Serving benchmark").
+ * completions (or plain completions, `--api completions`) and report what a user sees
+ * (docs/bench.md, "Serving benchmark").
  *
  * Owns: the command line, the workload (a synthetic prompt calibrated to about N tokens with the
  * server's own usage.prompt_tokens, or a replay of a JSONL file of conversations), the sweep over
@@ -47,6 +48,7 @@ typedef struct {
     int prompt_tokens, gen_tokens, ignore_eos, warmup, progress;
     int requests;        /* 0: default per step */
     int rounds;          /* each step in this many rounds, the servers alternating (default 1) */
+    int completions;     /* --api completions: POST /completions with "prompt", else /chat/completions with "messages" */
     double duration, timeout;
     json_t *replay;      /* array of request objects, or NULL */
     const char *replay_path;
@@ -54,6 +56,9 @@ typedef struct {
 } opts;
 
 static double now_s(void) { return ob_time_us() * 1e-6; } /* monotonic clock */
+
+/* The endpoint of every generation request (calibration, warm-up, steps), after the base URL. */
+static const char *api_path(const opts *o) { return o->completions ? "/completions" : "/chat/completions"; }
 
 static uint64_t mix64(uint64_t x) { /* splitmix64 */
     x += 0x9E3779B97F4A7C15ull;
@@ -106,7 +111,10 @@ static json_t *request_body(const target *T, const opts *o, uint64_t salt, int64
             json_object_set_new(b, "max_tokens", json_integer(max_tokens));
     } else {
         char *p = synthetic_prompt(T->words, mix64(o->seed ^ salt << 40) ^ (uint64_t)idx * 0x100000001B3ull);
-        b = json_pack("{s:[{s:s, s:s}], s:i}", "messages", "role", "user", "content", p, "max_tokens", max_tokens);
+        /* --api completions: the same text as a raw prompt, no chat template around it, and no
+         * chat-output parsing of the answer (llama-server's fails some random-weight streams). */
+        b = o->completions ? json_pack("{s:s, s:i}", "prompt", p, "max_tokens", max_tokens)
+                           : json_pack("{s:[{s:s, s:s}], s:i}", "messages", "role", "user", "content", p, "max_tokens", max_tokens);
         free(p);
         if (o->ignore_eos) {
             /* llama-server and 1bit honour ignore_eos, vLLM also min_tokens: with both, the server
@@ -188,7 +196,8 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *u) {
     return n;
 }
 
-/* GET (body NULL) or POST base+path; *out is the JSON answer. Returns 0, or -1 with err. */
+/* GET (body NULL) or POST base+path; *out is the JSON answer (NUL characters allowed: a
+ * model's text may hold "\u0000"). Returns 0, or -1 with err. */
 static int http_json(const target *T, const opts *o, const char *path, json_t *body, json_t **out, char *err, size_t errlen) {
     char url[1200], errbuf[CURL_ERROR_SIZE];
     snprintf(url, sizeof url, "%s%s", T->base, path);
@@ -215,7 +224,7 @@ static int http_json(const target *T, const opts *o, const char *path, json_t *b
     } else if (status != 200) {
         http_error(why, sizeof why, status, b.p ? b.p : "", b.len);
         snprintf(err, errlen, "%s %s: %s", text ? "POST" : "GET", url, why);
-    } else if (!(*out = json_loadb(b.p ? b.p : "", b.len, 0, NULL)) || !json_is_object(*out)) {
+    } else if (!(*out = json_loadb(b.p ? b.p : "", b.len, JSON_ALLOW_NUL, NULL)) || !json_is_object(*out)) {
         snprintf(err, errlen, "%s %s: the answer is not a JSON object (starts: '%.60s'); is this an OpenAI-compatible URL "
                  "(e.g. http://HOST:PORT/v1)?", text ? "POST" : "GET", url, b.p ? b.p : "");
         json_decref(*out);
@@ -289,7 +298,7 @@ static void one_request(worker *w, int idx) {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     struct curl_slist *h = headers(S->T, 1);
-    snprintf(url, sizeof url, "%s/chat/completions", S->T->base);
+    snprintf(url, sizeof url, "%s%s", S->T->base, api_path(S->o));
     common_opts(w->curl, S->o, errbuf);
     curl_easy_setopt(w->curl, CURLOPT_URL, url);
     curl_easy_setopt(w->curl, CURLOPT_HTTPHEADER, h);
@@ -411,7 +420,7 @@ static void reqs_free(ob_bench_req *r, int n) {
 static int prompt_tokens_of(target *T, const opts *o, int words, int *pt, char *err, size_t errlen) {
     T->words = words;
     json_t *b = request_body(T, o, 0, -1 - T->setup_requests, 0, 1), *ans = NULL;
-    int rc = http_json(T, o, "/chat/completions", b, &ans, err, errlen);
+    int rc = http_json(T, o, api_path(o), b, &ans, err, errlen);
     json_decref(b);
     T->setup_requests++;
     if (rc) return -1;
@@ -449,7 +458,7 @@ static int setup_target(target *T, const opts *o) {
         snprintf(T->label, sizeof T->label, "%.*s", (int)strcspn(h, "/"), h);
     }
     if (!o->replay) {
-        /* prompt_tokens = overhead (chat template) + tok_per_word * words: two points fix it
+        /* prompt_tokens = overhead (chat template, or BOS) + tok_per_word * words: two points fix it
          * (N/4 and N/2 words: short, as a tokenizer may take several tokens a word). */
         int w0 = o->prompt_tokens / 4 > 2 ? o->prompt_tokens / 4 : 2, w1 = 2 * w0, p0, p1;
         if (prompt_tokens_of(T, o, w0, &p0, err, sizeof err) || prompt_tokens_of(T, o, w1, &p1, err, sizeof err)) {
@@ -465,8 +474,8 @@ static int setup_target(target *T, const opts *o) {
             T->overhead = p0 - T->tok_per_word * w0;
             int w = (int)lround((o->prompt_tokens - T->overhead) / T->tok_per_word);
             if (w < 1) {
-                fprintf(stderr, "bench: warning: %s's chat template alone takes ~%.0f tokens (> --prompt-tokens %d)\n",
-                        T->label, T->overhead, o->prompt_tokens);
+                fprintf(stderr, "bench: warning: %s's %s alone takes ~%.0f tokens (> --prompt-tokens %d)\n",
+                        T->label, o->completions ? "prompt's lead-in" : "chat template", T->overhead, o->prompt_tokens);
                 w = 1;
             }
             /* Checks at the solution correct the fit (words differ in their token counts). */
@@ -509,7 +518,7 @@ static int setup_target(target *T, const opts *o) {
 static double ratio(double a, double b) { return isfinite(a) && isfinite(b) && b > 0 ? a / b : NAN; }
 
 static void md_target(const target *T, const opts *o) {
-    printf("\n### %s — %s (model %s)\n\n", T->label, T->base, T->model);
+    printf("\n### %s — %s (model %s, api %s)\n\n", T->label, T->base, T->model, o->completions ? "completions" : "chat");
     printf("| concurrency | ok | failed | prompt tok/req | cached tok/req | output tok | tokens from | wall s | output tok/s | req/s "
            "| TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | decode tok/s/req p50 |\n");
     printf("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -574,8 +583,11 @@ static int usage(void) {
             "  --prompt-tokens N      synthetic prompt of about N tokens, calibrated with the server's usage (128)\n"
             "  --gen-tokens M         tokens to generate: max_tokens, with ignore_eos and min_tokens (64)\n"
             "  --no-ignore-eos        do not send ignore_eos / min_tokens (the server stops where it likes)\n"
+            "  --api chat|completions requests to /chat/completions with messages (default), or to /completions\n"
+            "                         with the same text as a plain prompt (no chat template, no parsing of the\n"
+            "                         output: llama-server's chat parser fails some streams of random weights)\n"
             "  --replay FILE.jsonl    requests from a file, one {\"messages\": [...]} a line, used in turn\n"
-            "                         (max_tokens of a line, else --gen-tokens; other fields kept)\n"
+            "                         (max_tokens of a line, else --gen-tokens; other fields kept; --api chat only)\n"
             "  --concurrency LIST     requests in flight, one step each (default 1,4)\n"
             "  --requests K           requests per step (default 2 x concurrency, at least 8; 10000 with --duration)\n"
             "  --duration S           no new request after S seconds of a step (default 120)\n"
@@ -659,8 +671,11 @@ static int set_url(target *T, const char *url) {
     if (n >= sizeof T->base - 8) { fprintf(stderr, "bench: URL too long\n"); return -1; }
     memcpy(T->base, url, n + 1);
     while (n && T->base[n - 1] == '/') T->base[--n] = 0;
-    const char *tail = "/chat/completions";
-    if (n > strlen(tail) && !strcmp(T->base + n - strlen(tail), tail)) T->base[n -= strlen(tail)] = 0;
+    static const char *const tails[] = {"/chat/completions", "/completions"}; /* the URL of an endpoint */
+    for (size_t k = 0; k < 2; k++) {
+        size_t t = strlen(tails[k]);
+        if (n > t && !strcmp(T->base + n - t, tails[k])) { T->base[n -= t] = 0; break; }
+    }
     if (!strchr(strstr(T->base, "://") + 3, '/')) strcat(T->base, "/v1");
     return 0;
 }
@@ -691,6 +706,14 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         else if (!strcmp(a, "--label")) snprintf(T[0].label, sizeof T[0].label, "%s", argv[++i]);
         else if (!strcmp(a, "--label2")) snprintf(T[1].label, sizeof T[1].label, "%s", argv[++i]);
         else if (!strcmp(a, "--replay")) o.replay_path = argv[++i];
+        else if (!strcmp(a, "--api")) {
+            const char *api = argv[++i];
+            if (strcmp(api, "chat") && strcmp(api, "completions")) {
+                fprintf(stderr, "bench: --api '%s': expected chat or completions\n", api);
+                return 2;
+            }
+            o.completions = !strcmp(api, "completions");
+        }
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) out_json = argv[++i];
         else if (!strcmp(a, "--svg")) out_svg = argv[++i];
         else if (!strcmp(a, "--concurrency")) { if (parse_conc(argv[++i], &o)) return 2; }
@@ -707,6 +730,10 @@ int ob_bench_serve_cmd(int argc, char **argv) {
     }
     if (!url) { fprintf(stderr, "bench: no --url given\n"); return usage(); }
     if (set_url(&T[0], url) || (url2 && set_url(&T[1], url2))) return 2;
+    if (o.replay_path && o.completions) {
+        fprintf(stderr, "bench: --replay sends chat messages; it needs --api chat, not completions\n");
+        return 2;
+    }
     if (o.replay_path && !(o.replay = load_replay(o.replay_path))) return 2;
     if (isatty(2)) o.progress = 1;
     int n_t = url2 ? 2 : 1;
@@ -769,6 +796,7 @@ int ob_bench_serve_cmd(int argc, char **argv) {
         for (int k = 0; k < o.n_conc; k++) json_array_append_new(conc, json_integer(o.conc[k]));
         json_t *set = json_pack("{s:o, s:f, s:f, s:i, s:i, s:i}", "concurrency", conc, "duration_s", o.duration, "timeout_s",
                                 o.timeout, "warmup", o.warmup, "gen_tokens", o.gen_tokens, "rounds", o.rounds);
+        json_object_set_new(set, "api", json_string(o.completions ? "completions" : "chat"));
         json_object_set_new(set, "requests", o.requests ? json_integer(o.requests)
                                              : json_string(duration_given ? "10000 (--duration)" : "2 x concurrency, at least 8"));
         if (o.replay) json_object_set_new(set, "replay", json_string(o.replay_path));

@@ -1,7 +1,8 @@
 /* bench_serve.h — the serving benchmark (`1bit bench --url`, `1bit bench plot`), shared between
  * its files:
- *   bench_sse.c          incremental SSE parser and the reading of chat-completion chunks into
- *                        one request's record (times of tokens, usage, errors); no network
+ *   bench_sse.c          incremental SSE parser and the reading of chat-completion (or
+ *                        completion) chunks into one request's record (times of tokens, usage,
+ *                        errors); no network
  *   bench_serve_stats.c  percentiles and the summary of one step (a concurrency level)
  *   bench_serve.c        command line, HTTP (libcurl, one easy handle per worker thread),
  *                        prompt calibration, the sweep, progress line, JSON and Markdown reports
@@ -44,7 +45,7 @@ void ob_sse_free(ob_sse_parser *p);
 typedef struct {
     int issued;              /* the slot was used (a step can end before all slots are) */
     double t_start;          /* request sent */
-    double t_first;          /* first chunk with generated text (content, reasoning or tool call); <0: none */
+    double t_first;          /* first chunk with generated text (content, reasoning, tool call or text); <0: none */
     double t_last;           /* last such chunk */
     double t_end;            /* body complete, or failure */
     int n_deltas;            /* chunks with generated text */
@@ -61,8 +62,9 @@ typedef struct {
 
 void ob_bench_req_reset(ob_bench_req *r);   /* keeps the gaps buffer */
 void ob_bench_req_free(ob_bench_req *r);
-/* Reads one SSE event of a chat-completion stream arriving at time t. Returns 0 to go on,
- * 1 at data: [DONE], -1 when the event is an error (r->err says which). */
+/* Reads one SSE event of a chat-completion or completion stream (choices[].delta or
+ * choices[].text) arriving at time t. Returns 0 to go on, 1 at data: [DONE], -1 when the event
+ * is an error (r->err says which). */
 int ob_bench_req_event(ob_bench_req *r, const char *event, const char *data, size_t len, double t);
 /* After the body: sets r->err when the stream ended without [DONE] or a finish_reason. */
 void ob_bench_req_close(ob_bench_req *r);

@@ -1,7 +1,8 @@
-/* bench_sse.c — reading a chat-completion stream for the serving benchmark: an incremental
- * text/event-stream parser (lines split anywhere across reads, \n, \r\n or \r endings, comments,
- * multi-line data, `event:` names) and the interpretation of each event into one request's record
- * (when each chunk with generated text arrived, usage, finish_reason, [DONE], error events).
+/* bench_sse.c — reading a chat-completion (or completion) stream for the serving benchmark: an
+ * incremental text/event-stream parser (lines split anywhere across reads, \n, \r\n or \r
+ * endings, comments, multi-line data, `event:` names) and the interpretation of each event into
+ * one request's record (when each chunk with generated text arrived, usage, finish_reason, [DONE],
+ * error events).
  * Does not own: the network (bench_serve.c) or statistics over requests (bench_serve_stats.c).
  */
 #include <stdlib.h>
@@ -109,7 +110,7 @@ int ob_sse_finish(ob_sse_parser *p, ob_sse_cb cb, void *user) {
     return rc;
 }
 
-/* ---- chat-completion chunks ----------------------------------------------------------- */
+/* ---- chat-completion and completion chunks --------------------------------------------- */
 void ob_bench_req_reset(ob_bench_req *r) {
     double *g = r->gaps;
     int cap = r->cap_gaps;
@@ -164,7 +165,9 @@ static void text_chunk(ob_bench_req *r, double t) {
 int ob_bench_req_event(ob_bench_req *r, const char *event, const char *data, size_t len, double t) {
     if (len == 6 && !memcmp(data, "[DONE]", 6)) { r->done = 1; return 1; }
     json_error_t je;
-    json_t *j = json_loadb(data, len, 0, &je);
+    /* JSON_ALLOW_NUL: a model may write a NUL character ("\u0000", one token of a byte-level
+     * vocabulary, common with random weights), which jansson refuses by default. */
+    json_t *j = json_loadb(data, len, JSON_ALLOW_NUL, &je);
     if (!strcmp(event, "error")) {
         if (j) set_err(r, OB_BENCH_STREAM_ERR, error_message(j), strlen(error_message(j)));
         else set_err(r, OB_BENCH_STREAM_ERR, data, len);

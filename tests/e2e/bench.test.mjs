@@ -1,7 +1,8 @@
 // bench.test.mjs — `1bit bench --url` (the serving benchmark) against real `1bit serve`s: the
 // token counts it reports equal the server's usage and its own /metrics counter, percentiles are
 // ordered, aggregate rates are tokens (or requests) over wall time, the chart is well-formed
-// XML/SVG, `--compare` measures two servers in one run, `bench plot` overlays files, and bad
+// XML/SVG, `--compare` measures two servers in one run, `--api completions` uses /v1/completions
+// (both servers, and a fake one that checks the body), `bench plot` overlays files, and bad
 // targets (unreachable, not JSON, not a stream, cut streams, HTTP errors) give reasons, not crashes.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -85,6 +86,7 @@ test('a sweep: counts equal the server\'s usage and /metrics, percentiles ordere
   assert.match(r.stdout, /\| concurrency \| ok \| failed \|/);
   const doc = JSON.parse(fs.readFileSync(json, 'utf8'));
   assert.equal(doc.targets.length, 1);
+  assert.equal(doc.settings.api, 'chat');
   const T = doc.targets[0];
   assert.equal(T.label, '1bit');
   assert.deepEqual(T.steps.map((s) => s.concurrency), [1, 2, 4]);
@@ -167,6 +169,99 @@ test('--compare --rounds 2: both servers alternating, rounds merged, ratios in t
   }
   assert.match(r.stdout, /### four \/ two/);
   fs.rmSync(json, { force: true });
+});
+
+test('--api completions: /v1/completions with the same prompt, counts equal usage and /metrics, --compare too', async () => {
+  const json = tmp('api.json');
+  const before = await metric(srv.url, 'tokens_predicted_total');
+  const GEN = 10, PROMPT = 40, REQ = 4;
+  let r = await run(['bench', '--url', srv.url + '/v1/completions', '--api', 'completions', '--prompt-tokens', String(PROMPT),
+    '--gen-tokens', String(GEN), '--concurrency', '1,2', '--requests', String(REQ), '-o', json, '--label', '1bit']);
+  assert.equal(r.code, 0, r.stderr);
+  const after_ = await metric(srv.url, 'tokens_predicted_total');
+  assert.match(r.stdout, /### 1bit — .*\/v1 \(model .*, api completions\)/);
+  let doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.equal(doc.settings.api, 'completions');
+  const T = doc.targets[0];
+  assert.equal(T.url, srv.url + '/v1', 'the endpoint is cut from the URL');
+  // no chat template around the prompt: only BOS and the lead-in come on top of the words
+  assert.ok(T.prompt.template_tokens < 5, `template ${T.prompt.template_tokens} tokens`);
+  let total = 0;
+  for (const s of T.steps) {
+    const at = `concurrency ${s.concurrency}`;
+    assert.equal(s.requests_failed, 0, `${at}: ${JSON.stringify(s.errors)}`);
+    assert.equal(s.requests_ok, REQ, at);
+    assert.equal(s.token_source, 'usage', at); // 1bit's completions stream reports usage
+    assert.equal(s.output_tokens, REQ * GEN, at); // ignore_eos honoured on /v1/completions
+    assert.ok(s.stream_deltas > 0 && s.stream_deltas <= s.output_tokens, at);
+    assert.ok(Math.abs(s.prompt_tokens / REQ - PROMPT) <= 0.1 * PROMPT, `${at}: ${s.prompt_tokens / REQ} prompt tokens`);
+    assert.equal(s.ttft_ms.n, REQ, at);
+    total += s.output_tokens;
+  }
+  assert.equal(after_ - before, total + T.setup.completion_tokens);
+
+  r = await run(['bench', '--url', srv.url, '--compare', srv2.url, '--api', 'completions', '--prompt-tokens', '24',
+    '--gen-tokens', '6', '--concurrency', '2', '--requests', '4', '-o', json]);
+  assert.equal(r.code, 0, r.stderr);
+  doc = JSON.parse(fs.readFileSync(json, 'utf8'));
+  assert.equal(doc.settings.api, 'completions');
+  for (const t of doc.targets) for (const s of t.steps) {
+    assert.equal(s.requests_ok, 4);
+    assert.equal(s.output_tokens, 4 * 6);
+  }
+  assert.equal(doc.ratios.length, 1);
+  fs.rmSync(json, { force: true });
+
+  // a replay (chat messages) or another API is refused
+  r = await run(['bench', '--url', srv.url, '--api', 'responses']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--api 'responses': expected chat or completions/);
+  r = await run(['bench', '--url', srv.url, '--api', 'completions', '--replay', tmp('chats.jsonl')]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--replay .*needs --api chat/);
+});
+
+test('--api completions sends prompt (not messages) to /completions, and counts chunks of text without usage', async () => {
+  const seen = [];
+  const words = (b) => b.prompt.split(' ').length; // "Text:" and n words
+  const fake = http.createServer((req, res) => {
+    if (req.url.endsWith('/v1/models')) { res.writeHead(200); res.end('{"data":[{"id":"m"}]}'); return; }
+    let text = '';
+    req.on('data', (d) => { text += d; });
+    req.on('end', () => {
+      const b = JSON.parse(text);
+      seen.push({ url: req.url, b });
+      if (req.url !== '/v1/completions' || typeof b.prompt !== 'string') { res.writeHead(404); res.end('{"error":"no"}'); return; }
+      if (!b.stream) { res.writeHead(200); res.end(JSON.stringify({ usage: { prompt_tokens: 1 + words(b), completion_tokens: 1 } })); return; }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const t of ['a', '', 'b', 'c']) res.write(`data: ${JSON.stringify({ object: 'text_completion', choices: [{ index: 0, text: t, finish_reason: null }] })}\n\n`);
+      res.end(`data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'length' }] })}\n\ndata: [DONE]\n\n`);
+    });
+  });
+  await new Promise((ok) => fake.listen(0, '127.0.0.1', ok));
+  const json = tmp('fc.json');
+  try {
+    const r = await run(['bench', '--url', `http://127.0.0.1:${fake.address().port}`, '--api', 'completions',
+      '--prompt-tokens', '30', '--gen-tokens', '5', '--concurrency', '2', '--requests', '4', '--seed', '3', '-o', json]);
+    assert.equal(r.code, 0, r.stderr);
+    const s = JSON.parse(fs.readFileSync(json, 'utf8')).targets[0].steps[0];
+    assert.equal(s.requests_ok, 4, JSON.stringify(s.errors));
+    assert.equal(s.token_source, 'stream');
+    assert.equal(s.output_tokens, 4 * 3); // the chunks with non-empty text
+    const calib = seen.filter((x) => !x.b.stream), streamed = seen.filter((x) => x.b.stream);
+    assert.ok(calib.length >= 2 && streamed.length === 1 + 4, `${calib.length} calibration, ${streamed.length} streamed`);
+    for (const { url, b } of seen) {
+      assert.equal(url, '/v1/completions');
+      assert.equal(b.messages, undefined);
+      assert.match(b.prompt, /^Text:( \w+)+$/);
+      assert.equal(b.model, 'm');
+    }
+    for (const { b } of streamed) {
+      assert.equal(words(b), 30 - 1, 'calibrated: 1 + words = 30');
+      assert.deepEqual([b.max_tokens, b.ignore_eos, b.min_tokens, b.stream_options.include_usage], [5, true, 5, true]);
+    }
+    assert.equal(new Set(streamed.map((x) => x.b.prompt)).size, streamed.length, 'no prompt sent twice');
+  } finally { fake.close(); fs.rmSync(json, { force: true }); }
 });
 
 test('--duration bounds a step: no request starts after it, the ones in flight finish', async () => {

@@ -1,9 +1,9 @@
 /* test_bench_serve.c — the serving benchmark's parts that need no network: percentiles against
  * hand-computed values (numpy's linear interpolation), the SSE parser fed one stream split at
  * every possible point (same events every time), CRLF/CR endings, comments, multi-line data,
- * over-long lines, the reading of chat-completion chunks into a request (TTFT, gaps, usage,
- * [DONE], error events, non-JSON data) and a step's summary (token source, aggregate rate, error
- * reasons). The end-to-end check against a real server is tests/e2e/bench.test.mjs.
+ * over-long lines, the reading of chat-completion and completion chunks into a request (TTFT,
+ * gaps, usage, [DONE], error events, non-JSON data) and a step's summary (token source, aggregate
+ * rate, error reasons). The end-to-end check against a real server is tests/e2e/bench.test.mjs.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -181,6 +181,52 @@ OB_SUITE(bench_serve) {
     ob_bench_req_reset(&q[3]);
     CHECK_EQ_INT(ev(&q[3], "error", "{\"message\":\"overloaded\"}", 0), -1);
     CHECK_STR(q[3].err, "stream error: overloaded");
+    /* a /v1/completions stream (--api completions): choices[].text, an empty text with the
+     * finish_reason, usage twice (on the last choice and in the include_usage chunk), [DONE] */
+    ob_bench_req c;
+    memset(&c, 0, sizeof c);
+    ob_bench_req_reset(&c);
+    const char *cmpl[] = {
+        "{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" the\",\"logprobs\":null,\"finish_reason\":null}]}",
+        "{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}",
+        "{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" of\",\"finish_reason\":null}]}",
+        "{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\" and\",\"finish_reason\":null}]}",
+        "{\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5}}",
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5}}",
+        "{\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"stop\"}]}"}; /* a finish without usage */
+    for (int i = 0; i < 6; i++) CHECK_EQ_INT(ev(&c, "", cmpl[i], 1.0 + 0.25 * i), 0);
+    CHECK_EQ_INT(ev(&c, "", "[DONE]", 3.0), 1);
+    ob_bench_req_close(&c);
+    CHECK_STR(c.err, "");
+    CHECK_EQ_INT(c.n_deltas, 3); /* the empty texts are no tokens */
+    CHECK_NEAR(c.t_first, 1.0, 0);
+    CHECK_NEAR(c.t_last, 1.75, 0);
+    CHECK_EQ_INT(c.n_gaps, 2);
+    CHECK_NEAR(c.gaps[0], 0.5, 1e-12);
+    CHECK_EQ_INT(c.usage_prompt, 9);
+    CHECK_EQ_INT(ob_bench_req_tokens(&c), 5);
+    CHECK_STR(c.finish_reason, "length");
+    /* without usage the tokens are its chunks with text; a finish_reason without [DONE] is complete */
+    ob_bench_req_reset(&c);
+    for (int i = 0; i < 4; i++) ev(&c, "", cmpl[i], 1.0 + 0.25 * i);
+    CHECK_EQ_INT(ev(&c, "", cmpl[6], 2.0), 0);
+    ob_bench_req_close(&c);
+    CHECK_STR(c.err, "");
+    CHECK_EQ_INT(c.usage_completion, -1);
+    CHECK_EQ_INT(ob_bench_req_tokens(&c), 3);
+    CHECK_STR(c.finish_reason, "stop");
+    /* an error object inside a completions stream */
+    ob_bench_req_reset(&c);
+    ev(&c, "", cmpl[0], 1.0);
+    CHECK_EQ_INT(ev(&c, "", "{\"error\":{\"message\":\"context full\"}}", 1.1), -1);
+    CHECK_STR(c.err, "stream error: context full");
+    /* a NUL character is text (a byte token of a random-weight model), not bad data */
+    ob_bench_req_reset(&c);
+    CHECK_EQ_INT(ev(&c, "", "{\"choices\":[{\"index\":0,\"text\":\"\\u0000\"}]}", 1.0), 0);
+    CHECK_EQ_INT(ev(&c, "", "{\"choices\":[{\"delta\":{\"content\":\"\\u0000\"}}]}", 1.5), 0);
+    CHECK_STR(c.err, "");
+    CHECK_EQ_INT(c.n_deltas, 2);
+    ob_bench_req_free(&c);
     ob_bench_req_free(&r);
     ob_bench_req_free(&q[1]);
     ob_bench_req_free(&q[3]);
