@@ -12,8 +12,9 @@
 #            alternating: tg128 of the 1-2B files (FILES="..." for fewer), then the per-op profile
 #            (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
 #   abbuild DEFS  a build option against the default build: build-b/ built with the nvcc
-#            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"), then tg128 of the 1-2B files
-#            (FILES="..." for fewer) with each binary, twice alternating
+#            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"; TESTB=1 runs its `make test-cuda`
+#            too), then tg128 of the 1-2B files (FILES="..." for fewer) with each binary, twice
+#            alternating
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -75,6 +76,9 @@ ab)
 abbuild)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M bn-tq2_0}
     make CUDA=1 BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 build-b/1bit >$OUT/build-b.log 2>&1 || { tail -30 $OUT/build-b.log; exit 1; }
+    # TESTB=1: `make test-cuda` of build-b too (for options that change the sums' order)
+    [ "$TESTB" = 1 ] && timeout 400 make BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 test-cuda 2>&1 |
+        grep -v "convert: wrote" | tee $OUT/test-cuda-b.log | tail -4
     for f in $FILES; do waitfor $(after $f).gguf; done
     for f in $FILES; do for rep in 1 2; do for b in build build-b; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt ;;
