@@ -93,6 +93,10 @@ struct ob_backend {
     void (*dealloc)(ob_backend *b, void *p);
     /* Makes host bytes (e.g. a mapped weight) available on the device; CPU returns host itself. */
     const void *(*upload)(ob_backend *b, const void *host, size_t size);
+    /* Optional (NULL: upload): a weight of n_out rows of n_in elements of type (size bytes, the
+     * tensor's) in the backend's own layout, which may reorder the bytes within each row but
+     * keeps row_bytes; every op of the backend reads weights in that layout. */
+    const void *(*upload_weight)(ob_backend *b, const void *host, size_t size, int type, int64_t n_in, int64_t n_out);
     /* Copies device bytes to the host. */
     void (*download)(ob_backend *b, void *host, const void *dev, size_t size);
     /* Nonzero if matmul/get_rows handle this weight type. */

@@ -97,7 +97,8 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     char why[256];
     if (ob_tensor_validate(t->type, t->data, n_in, n_out, why, sizeof why))
         return ERR("model: tensor '%s': %s", t->name, why);
-    w->data = m->be->upload(m->be, t->data, t->size);
+    w->data = m->be->upload_weight ? m->be->upload_weight(m->be, t->data, t->size, t->type, n_in, n_out)
+                                   : m->be->upload(m->be, t->data, t->size);
     if (!w->data) return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, t->size, m->be->name);
     w->type = t->type;
     w->n_in = n_in;

@@ -167,7 +167,8 @@ static float *random_weights(int type, size_t n, int ternary) {
 
 /* The weight of quantized bytes wq uploaded to g. */
 static ob_weight weight_on(ob_backend *g, int type, int64_t n_in, int64_t n_out, const void *wq) {
-    ob_weight w = {g->upload(g, wq, ob_type_tensor_size(type, n_in, n_out)), type, n_in, n_out, ob_type_row_size(type, n_in),
+    ob_weight w = {g->upload_weight(g, wq, ob_type_tensor_size(type, n_in, n_out), type, n_in, n_out), type, n_in, n_out,
+                   ob_type_row_size(type, n_in),
                    ob_tensor_scale(type, wq, n_in, n_out)};
     return w;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_quant.cuh"
 
 void cu_check(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return;
@@ -237,6 +238,20 @@ static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
         cu_dealloc(b, p);
         return NULL;
     }
+    return p;
+}
+
+/* A weight in the layout this build's decoders read: the packed rows of cu_pack_rows for the types
+ * OB_CUDA_PACK packs (the bytes past the rows, as i2_s's scale, as they are), else as it is. */
+static const void *cu_upload_weight(ob_backend *b, const void *host, size_t size, int type, int64_t n_in, int64_t n_out) {
+    const size_t rows = ob_type_row_size(type, n_in) * (size_t)n_out;
+    if (!cu_packed_type(type) || rows > size) return cu_upload(b, host, size);
+    uint8_t *tmp = (uint8_t *)malloc(size);
+    if (!tmp) return NULL;
+    cu_pack_rows(type, (const uint8_t *)host, tmp, n_in, n_out);
+    memcpy(tmp + rows, (const uint8_t *)host + rows, size - rows);
+    const void *p = cu_upload(b, tmp, size);
+    free(tmp);
     return p;
 }
 
@@ -470,6 +485,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->alloc = cu_alloc;
     b->dealloc = cu_dealloc;
     b->upload = cu_upload;
+    b->upload_weight = cu_upload_weight;
     b->download = cu_download;
     b->supports = cu_supports;
     b->matmul = cu_op_matmul;

@@ -118,7 +118,7 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
         for (int r = 0; r < RMAX; r++) {
             if (r < rows) {
                 float v[8];
-                deq8<T>(gv_row(a, base0, base1, nr, r), c, v);
+                deq8r<T>(gv_row(a, base0, base1, nr, r), c, a.rb, v);
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     float s = 0.0f;
@@ -138,7 +138,7 @@ template <int T, int NT>
 __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, int sb, int nsb, int t0, int nt, const int8_t *xq,
                                          const float2 *xs, float (&acc)[NT]) {
     q8w<T> W;
-    W.load(rp, sb);
+    q8_load(W, rp, sb, a.rb);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         if (t < nt) {
@@ -183,8 +183,8 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
             if (has[k]) {
                 const int sb = sb0 + k * sbs;
                 q8w<T> W, W2;
-                W.load(rp, sb);
-                W2.load(rp2, sb);
+                q8_load(W, rp, sb, a.rb);
+                q8_load(W2, rp2, sb, a.rb);
                 v += W.dot(x[k], sc[k]);
                 v2 += W2.dot(x[k], sc[k]);
             }

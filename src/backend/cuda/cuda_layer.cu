@@ -166,7 +166,7 @@ __device__ __forceinline__ void mk_rows(const uint8_t *base0, const uint8_t *bas
         float acc = 0.0f;
         for (int sb = (split ? 32 * w : 0) + lane; sb < nsb; sb += split ? 128 : 32) {
             q8w<T> W;
-            W.load(rp, sb);
+            q8_load(W, rp, sb, rb);
             const int4 *xp = (const int4 *)(xq + 32 * (size_t)sb);
             const int4 p = xp[0], p2 = xp[1];
             const int xw[8] = {p.x, p.y, p.z, p.w, p2.x, p2.y, p2.z, p2.w};

@@ -27,7 +27,7 @@ template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t
     if (i >= nch * n_out) return;
     const int64_t r = i / nch, j = i % nch;
     float v[8];
-    deq8<T>(W + r * row_bytes, j, v);
+    deq8r<T>(W + r * row_bytes, j, row_bytes, v);
     __align__(16) __half h[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) h[k] = __float2half_rn(v[k]);
@@ -178,7 +178,7 @@ template <int T> __global__ void k_get_rows(const uint8_t *W, size_t row_bytes, 
     } else {
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n_in / 8; j += (int64_t)gridDim.x * blockDim.x) {
             float v[8];
-            deq8<T>(row, j, v);
+            deq8r<T>(row, j, row_bytes, v);
 #pragma unroll
             for (int k = 0; k < 8; k++) yi[8 * j + k] = v[k] * scale;
         }

@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(MQ_THREADS) k_mmq(const uint8_t *__restrict__ 
         { /* row t / 2, sub-block sb0 + t % 2 (zeros past the matrix) */
             const int r = t >> 1, sb = sb0 + (t & 1);
             q8w<T> q{};
-            if (r0 + r < n_out && sb < nsb) q.load(W + (size_t)(r0 + r) * rb, sb);
+            if (r0 + r < n_out && sb < nsb) q8_load(q, W + (size_t)(r0 + r) * rb, sb, rb);
             Ws[r][t & 1] = q;
         }
         for (int k = t; k < MQ_N * 4; k += MQ_THREADS) { /* token k / 4, 16 codes (k % 4) */

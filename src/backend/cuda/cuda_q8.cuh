@@ -246,15 +246,18 @@ __host__ __device__ __forceinline__ int dp8(const int w[8], const int x[8], int 
     return s;
 }
 
-/* The low / high nibbles of 16 bytes as eight words of codes: elements 0-15, then 16-31. */
-__host__ __device__ __forceinline__ void nibbles16(const uint8_t *p, int w[8]) {
-    uint32_t q[4];
-    ld_words<4>(p, q);
+/* The low / high nibbles of four words (16 bytes) as eight words of codes: elements 0-15, then 16-31. */
+__host__ __device__ __forceinline__ void nibbles_of(const uint32_t q[4], int w[8]) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         w[k] = (int)(q[k] & 0x0f0f0f0fu);
         w[k + 4] = (int)((q[k] >> 4) & 0x0f0f0f0fu);
     }
+}
+__host__ __device__ __forceinline__ void nibbles16(const uint8_t *p, int w[8]) {
+    uint32_t q[4];
+    ld_words<4>(p, q);
+    nibbles_of(q, w);
 }
 
 /* Bit 4 of each code of word k from a 32-bit mask of a sub-block's high bits (bit e: element e). */
@@ -312,7 +315,18 @@ template <int BYTES, bool MIN, bool HIGH, bool GRID, int OFF> struct q8w_nib {
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
-template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {};
+template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {
+    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 16 code bytes at 16 sb, d after them */
+    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+        const cu_pk p = cu_pk_at<OB_TYPE_Q4_0>(row, nb, sb);
+        uint32_t q[4];
+        if (q8_al16(p.codes)) ld_words16<4>(p.codes, q);
+        else ld_words<4>(p.codes, q);
+        nibbles_of(q, w);
+        d = q8_ld_h(p.d);
+        m = 0.0f;
+    }
+};
 template <> struct q8w<OB_TYPE_Q4_1> : q8w_nib<20, true, false, false, 0> {};
 template <> struct q8w<OB_TYPE_Q5_0> : q8w_nib<22, false, true, false, 16> {};
 template <> struct q8w<OB_TYPE_Q5_1> : q8w_nib<24, true, true, false, 0> {};
@@ -484,14 +498,36 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
         uint32_t ql[8], qh[8];
         ld_words<8>(b + 64 * h + 32 * (g & 1), ql);
         ld_words<8>(b + 128 + 32 * h, qh);
+        unpack(ql, qh, g);
+        d = q8_ld_h(b + 208);
+        sc0 = (int8_t)b[192 + 8 * h + 2 * g];
+        sc1 = (int8_t)b[192 + 8 * h + 2 * g + 1];
+    }
+    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): the block's 192 code bytes 16-byte
+     * aligned where the row is, its scales and d after every block's codes */
+    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+        const cu_pk p = cu_pk_at<OB_TYPE_Q6_K>(row, nb, sb >> 3);
+        const int j = sb & 7, h = j >> 2, g = j & 3;
+        uint32_t ql[8], qh[8];
+        if (q8_al16(p.codes)) {
+            ld_words16<8>(p.codes + 64 * h + 32 * (g & 1), ql);
+            ld_words16<8>(p.codes + 128 + 32 * h, qh);
+        } else {
+            ld_words<8>(p.codes + 64 * h + 32 * (g & 1), ql);
+            ld_words<8>(p.codes + 128 + 32 * h, qh);
+        }
+        unpack(ql, qh, g);
+        d = q8_ld_h(p.d);
+        sc0 = (int8_t)p.scales[8 * h + 2 * g];
+        sc1 = (int8_t)p.scales[8 * h + 2 * g + 1];
+    }
+    /* codes (ql | qh << 4) - 32 of group g */
+    __host__ __device__ __forceinline__ void unpack(const uint32_t ql[8], const uint32_t qh[8], int g) {
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const uint32_t lo = (ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu, hi = ((qh[k] >> (2 * g)) & 0x03030303u) << 4;
             w[k] = (int)q8_vsub4(lo | hi, 0x20202020u);
         }
-        d = q8_ld_h(b + 208);
-        sc0 = (int8_t)b[192 + 8 * h + 2 * g];
-        sc1 = (int8_t)b[192 + 8 * h + 2 * g + 1];
     }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
         return d * (xs.x * (float)(sc0 * dp8(w, x, 0, 4) + sc1 * dp8(w, x, 4, 8)));
@@ -526,5 +562,11 @@ template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); 
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return xs.x * (float)s - xs.y; }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
+
+/* q8w<T>::load of a row in the layout the build uploads (rb: the row's bytes, which give nb). */
+template <int T> __host__ __device__ __forceinline__ void q8_load(q8w<T> &W, const uint8_t *row, int sb, size_t rb) {
+    if constexpr (cu_packed<T>()) W.load_packed(row, sb, (int)(rb / cu_type<T>::bytes));
+    else W.load(row, sb);
+}
 
 #endif

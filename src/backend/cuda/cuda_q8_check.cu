@@ -65,6 +65,10 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
         goto done;
     }
     memcpy(wm, wq, bytes);
+    if (cu_packed<T>()) { /* the layout the build uploads: rows packed in place (wm from the copy) */
+        cu_pack_rows(T, wm, wq, n_in, n_rows);
+        memcpy(wm, wq, (size_t)n_rows * rb);
+    }
     if (T == OB_TYPE_LEAN4) /* rows are stored rotated: the decoder gives the rotated values */
         for (int64_t b0 = 0; b0 < n_in * n_rows; b0 += 128) rotate128(wd + b0);
     {
@@ -83,12 +87,12 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
                 }
                 xs[b] = make_float2(d, d * (float)sum);
                 q8w<T> W;
-                W.load(wq + (size_t)r * rb, b);
+                q8_load(W, wq + (size_t)r * rb, b, rb);
                 int xw[8];
                 memcpy(xw, c + 32 * b, 32);
                 got += (double)W.dot(xw, xs[b]) * tscale;
                 q8w<T> M;
-                M.load(wm + (size_t)r * rb, b);
+                q8_load(M, wm + (size_t)r * rb, b, rb);
                 if (M.dot(xw, xs[b]) != W.dot(xw, xs[b])) {
                     worst = 1;
                     goto done;

@@ -6,6 +6,10 @@
  * one-element types (f32, f16, bf16), which also have deq1 for rows whose length is not.
  * i2_s gives the unscaled trits (the per-tensor scale is applied once per dot product) and
  * lean4 the rotated values (the activations are rotated the same way, cuda_matmul.cu).
+ * Also the packed row layouts (OB_CUDA_PACK=1 at build time, an experiment): q4_0 and q6_K rows
+ * uploaded with every block's code bytes first and its scales after them (cu_pack_rows), so that
+ * a block's codes sit 16-byte aligned; deq8r / q8_load (cuda_q8.cuh) pick the decoder of the
+ * layout a build uploads.
  * Does not own: which kernel uses a decoder (cuda_matmul.cu), the type numbering (format/quant.h).
  */
 #ifndef OB_CUDA_QUANT_CUH
@@ -16,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "format/quant.h"
@@ -83,6 +88,15 @@ template <int T> __device__ __forceinline__ float deq1(const uint8_t *row, int64
     if (T == OB_TYPE_F32) return ((const float *)row)[e];
     if (T == OB_TYPE_F16) return __half2float(((const __half *)row)[e]);
     return __bfloat162float(((const __nv_bfloat16 *)row)[e]);
+}
+
+/* Eight q6_K values of group g from their ql and qh bytes, times dl. */
+__device__ __forceinline__ void q6k_vals(const uint8_t ql[8], const uint8_t qh[8], int g, float dl, float v[8]) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int x = ((g >= 2 ? ql[i] >> 4 : ql[i] & 0x0f) | (((qh[i] >> (2 * g)) & 3) << 4)) - 32;
+        v[i] = dl * (float)x;
+    }
 }
 
 template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_t j, float v[8]) {
@@ -198,11 +212,7 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
             uint8_t ql[8], qh[8];
             ld_8a2(b + 64 * h + m + 32 * (g & 1), ql);
             ld_8a2(b + 128 + 32 * h + m, qh);
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                int x = ((g >= 2 ? ql[i] >> 4 : ql[i] & 0x0f) | (((qh[i] >> (2 * g)) & 3) << 4)) - 32;
-                v[i] = dl * (float)x;
-            }
+            q6k_vals(ql, qh, g, dl, v);
         } else if constexpr (T == OB_TYPE_Q2_K) {
             const float d = ld_h(b + 80), dmin = ld_h(b + 82);
             const uint8_t sc = b[e0 >> 4];
@@ -235,6 +245,74 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
 #pragma unroll
             for (int i = 0; i < 8; i++) v[i] = dl * (float)cu_iq4nl_grid[l < 16 ? q[i] & 0x0f : q[i] >> 4];
         }
+    }
+}
+
+/* ---- packed row layouts (OB_CUDA_PACK=1) ----------------------------------------------------
+ * A row of nb blocks becomes [nb code parts][nb scale parts]: q4_0 [nb x 16 nibble bytes][nb x d],
+ * q6_K [nb x 192 (ql, qh)][nb x 16 scales][nb x d]. The same bytes (row_bytes unchanged), the
+ * same values; in a 16-byte aligned row every block's codes are 16-byte aligned, where the file's
+ * 18- and 210-byte blocks sit at every 2-byte offset. Block k's parts in a packed row: */
+#ifndef OB_CUDA_PACK
+#define OB_CUDA_PACK 0
+#endif
+template <int T> __host__ __device__ constexpr bool cu_packed() { return OB_CUDA_PACK && (T == OB_TYPE_Q4_0 || T == OB_TYPE_Q6_K); }
+__host__ __device__ __forceinline__ bool cu_packed_type(int type) { return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q6_K); }
+struct cu_pk {
+    const uint8_t *codes, *scales, *d; /* q4_0: scales unused */
+};
+template <int T> __host__ __device__ __forceinline__ cu_pk cu_pk_at(const uint8_t *row, int nb, int k) {
+    if constexpr (T == OB_TYPE_Q4_0) return {row + 16 * k, nullptr, row + 16 * nb + 2 * k};
+    else return {row + 192 * k, row + 192 * nb + 16 * k, row + 208 * nb + 2 * k};
+}
+
+/* The packed layout of n_out rows of type (dst and src of the tensor's size; other types: copied). */
+static inline void cu_pack_rows(int type, const uint8_t *src, uint8_t *dst, int64_t n_in, int64_t n_out) {
+    const size_t rb = ob_type_row_size(type, n_in);
+    if (!cu_packed_type(type)) {
+        memcpy(dst, src, rb * (size_t)n_out);
+        return;
+    }
+    const int q4 = type == OB_TYPE_Q4_0, bs = q4 ? 18 : 210, nb = (int)(rb / (size_t)bs);
+    for (int64_t r = 0; r < n_out; r++) {
+        const uint8_t *s = src + (size_t)r * rb;
+        uint8_t *row = dst + (size_t)r * rb;
+        for (int k = 0; k < nb; k++) {
+            const uint8_t *b = s + (size_t)k * bs;
+            if (q4) {
+                memcpy(row + 16 * k, b + 2, 16);
+                memcpy(row + 16 * nb + 2 * k, b, 2);
+            } else {
+                memcpy(row + 192 * k, b, 192);
+                memcpy(row + 192 * nb + 16 * k, b + 192, 16);
+                memcpy(row + 208 * nb + 2 * k, b + 208, 2);
+            }
+        }
+    }
+}
+
+/* deq8 of a row in the layout the build uploads (rb: the row's bytes, which give nb). */
+template <int T> __device__ __forceinline__ void deq8r(const uint8_t *row, int64_t j, size_t rb, float v[8]) {
+    if constexpr (cu_packed<T>()) {
+        const int nb = (int)(rb / cu_type<T>::bytes);
+        if constexpr (T == OB_TYPE_Q4_0) {
+            const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 2));
+            const float d = ld_h(p.d);
+            int q[8];
+            nib8(p.codes, (int)(j & 3), q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = (float)(q[i] - 8) * d;
+        } else {
+            const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 5));
+            const int e0 = (int)(j & 31) * 8, h = e0 >> 7, l = e0 & 127, g = l >> 5, m = l & 31;
+            const float dl = ld_h(p.d) * (float)(int8_t)p.scales[8 * h + (m >> 4) + 2 * g];
+            uint8_t ql[8], qh[8];
+            ld_8a2(p.codes + 64 * h + m + 32 * (g & 1), ql);
+            ld_8a2(p.codes + 128 + 32 * h + m, qh);
+            q6k_vals(ql, qh, g, dl, v);
+        }
+    } else {
+        deq8<T>(row, j, v);
     }
 }
 
