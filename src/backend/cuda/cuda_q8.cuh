@@ -340,6 +340,13 @@ template <> struct q8w<OB_TYPE_Q8_0> {
         d = q8_ld_h(b);
         ld_words<8>(b + 2, (uint32_t *)w);
     }
+    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 32 codes at 32 sb, d after them */
+    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+        const cu_pk p = cu_pk_at<OB_TYPE_Q8_0>(row, nb, sb);
+        if (q8_al16(p.codes)) ld_words16<8>(p.codes, (uint32_t *)w);
+        else ld_words<8>(p.codes, (uint32_t *)w);
+        d = q8_ld_h(p.d);
+    }
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s); }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };

@@ -6,7 +6,7 @@
  * one-element types (f32, f16, bf16), which also have deq1 for rows whose length is not.
  * i2_s gives the unscaled trits (the per-tensor scale is applied once per dot product) and
  * lean4 the rotated values (the activations are rotated the same way, cuda_matmul.cu).
- * Also the packed row layouts (OB_CUDA_PACK=1 at build time, an experiment): q4_0 and q6_K rows
+ * Also the packed row layouts (OB_CUDA_PACK=1 at build time, an experiment): q4_0, q8_0 and q6_K rows
  * uploaded with every block's code bytes first and its scales after them (cu_pack_rows), so that
  * a block's codes sit 16-byte aligned; deq8r / q8_load (cuda_q8.cuh) pick the decoder of the
  * layout a build uploads.
@@ -249,21 +249,34 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
 }
 
 /* ---- packed row layouts (OB_CUDA_PACK=1) ----------------------------------------------------
- * A row of nb blocks becomes [nb code parts][nb scale parts]: q4_0 [nb x 16 nibble bytes][nb x d],
- * q6_K [nb x 192 (ql, qh)][nb x 16 scales][nb x d]. The same bytes (row_bytes unchanged), the
- * same values; in a 16-byte aligned row every block's codes are 16-byte aligned, where the file's
- * 18- and 210-byte blocks sit at every 2-byte offset. Block k's parts in a packed row: */
+ * A row of nb blocks becomes each part of every block in turn: q4_0 [nb x 16 nibble bytes][nb x d],
+ * q8_0 [nb x 32 codes][nb x d], q6_K [nb x 192 (ql, qh)][nb x 16 scales][nb x d]. The same bytes
+ * (row_bytes unchanged), the same values; in a 16-byte aligned row every block's codes are
+ * 16-byte aligned, where the file's 18-, 34- and 210-byte blocks sit at every 2-byte offset. */
 #ifndef OB_CUDA_PACK
 #define OB_CUDA_PACK 0
 #endif
-template <int T> __host__ __device__ constexpr bool cu_packed() { return OB_CUDA_PACK && (T == OB_TYPE_Q4_0 || T == OB_TYPE_Q6_K); }
-__host__ __device__ __forceinline__ bool cu_packed_type(int type) { return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q6_K); }
+__host__ __device__ constexpr bool cu_packed_type(int type) {
+    return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_Q6_K);
+}
+template <int T> __host__ __device__ constexpr bool cu_packed() { return cu_packed_type(T); }
+/* A packed type's block parts in the file's block: offset and length of the codes, the scales
+ * (q6_K only; else length 0) and d. */
+struct cu_parts {
+    int bytes, c_off, c_len, s_off, s_len, d_off;
+};
+__host__ __device__ constexpr cu_parts cu_parts_of(int type) {
+    return type == OB_TYPE_Q4_0 ? cu_parts{18, 2, 16, 0, 0, 0}
+         : type == OB_TYPE_Q8_0 ? cu_parts{34, 2, 32, 0, 0, 0}
+                                : cu_parts{210, 0, 192, 192, 16, 208};
+}
+/* Block k's parts in a packed row of nb blocks. */
 struct cu_pk {
-    const uint8_t *codes, *scales, *d; /* q4_0: scales unused */
+    const uint8_t *codes, *scales, *d; /* scales: q6_K only */
 };
 template <int T> __host__ __device__ __forceinline__ cu_pk cu_pk_at(const uint8_t *row, int nb, int k) {
-    if constexpr (T == OB_TYPE_Q4_0) return {row + 16 * k, nullptr, row + 16 * nb + 2 * k};
-    else return {row + 192 * k, row + 192 * nb + 16 * k, row + 208 * nb + 2 * k};
+    constexpr cu_parts P = cu_parts_of(T);
+    return {row + P.c_len * k, row + P.c_len * nb + P.s_len * k, row + (P.c_len + P.s_len) * nb + 2 * k};
 }
 
 /* The packed layout of n_out rows of type (dst and src of the tensor's size; other types: copied). */
@@ -273,20 +286,16 @@ static inline void cu_pack_rows(int type, const uint8_t *src, uint8_t *dst, int6
         memcpy(dst, src, rb * (size_t)n_out);
         return;
     }
-    const int q4 = type == OB_TYPE_Q4_0, bs = q4 ? 18 : 210, nb = (int)(rb / (size_t)bs);
+    const cu_parts P = cu_parts_of(type);
+    const size_t nb = rb / (size_t)P.bytes;
     for (int64_t r = 0; r < n_out; r++) {
         const uint8_t *s = src + (size_t)r * rb;
         uint8_t *row = dst + (size_t)r * rb;
-        for (int k = 0; k < nb; k++) {
-            const uint8_t *b = s + (size_t)k * bs;
-            if (q4) {
-                memcpy(row + 16 * k, b + 2, 16);
-                memcpy(row + 16 * nb + 2 * k, b, 2);
-            } else {
-                memcpy(row + 192 * k, b, 192);
-                memcpy(row + 192 * nb + 16 * k, b + 192, 16);
-                memcpy(row + 208 * nb + 2 * k, b + 208, 2);
-            }
+        for (size_t k = 0; k < nb; k++) {
+            const uint8_t *b = s + k * (size_t)P.bytes;
+            memcpy(row + P.c_len * k, b + P.c_off, (size_t)P.c_len);
+            if (P.s_len) memcpy(row + P.c_len * nb + P.s_len * k, b + P.s_off, (size_t)P.s_len);
+            memcpy(row + (P.c_len + P.s_len) * nb + 2 * k, b + P.d_off, 2);
         }
     }
 }
@@ -302,6 +311,13 @@ template <int T> __device__ __forceinline__ void deq8r(const uint8_t *row, int64
             nib8(p.codes, (int)(j & 3), q);
 #pragma unroll
             for (int i = 0; i < 8; i++) v[i] = (float)(q[i] - 8) * d;
+        } else if constexpr (T == OB_TYPE_Q8_0) {
+            const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 2));
+            const float d = ld_h(p.d);
+            uint8_t q[8];
+            ld_8a2(p.codes + 8 * (j & 3), q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)q[i] * d;
         } else {
             const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 5));
             const int e0 = (int)(j & 31) * 8, h = e0 >> 7, l = e0 & 127, g = l >> 5, m = l & 31;
