@@ -214,21 +214,46 @@ template <int N> __host__ __device__ __forceinline__ void ld_words(const uint8_t
 #ifndef OB_CUDA_LD16
 #define OB_CUDA_LD16 1
 #endif
-template <int N> __host__ __device__ __forceinline__ void ld_words16(const uint8_t *p, uint32_t w[N]) {
+/* N words from p, aligned to W words (W = 2 or 4): N / W loads of W words. */
+template <int W, int N> __host__ __device__ __forceinline__ void ld_wide(const uint8_t *p, uint32_t w[N]) {
 #pragma unroll
-    for (int k = 0; k < N / 4; k++) {
+    for (int k = 0; k < N / W; k++) {
 #ifdef __CUDA_ARCH__
-        const uint4 v = ((const uint4 *)p)[k];
-        w[4 * k] = v.x;
-        w[4 * k + 1] = v.y;
-        w[4 * k + 2] = v.z;
-        w[4 * k + 3] = v.w;
+        if constexpr (W == 4) {
+            const uint4 v = ((const uint4 *)p)[k];
+            w[4 * k] = v.x;
+            w[4 * k + 1] = v.y;
+            w[4 * k + 2] = v.z;
+            w[4 * k + 3] = v.w;
+        } else {
+            const uint2 v = ((const uint2 *)p)[k];
+            w[2 * k] = v.x;
+            w[2 * k + 1] = v.y;
+        }
 #else
-        memcpy(w + 4 * k, p + 16 * k, 16);
+        memcpy(w + W * k, p + 4 * W * k, 4 * W);
 #endif
     }
 }
+template <int N> __host__ __device__ __forceinline__ void ld_words16(const uint8_t *p, uint32_t w[N]) { ld_wide<4, N>(p, w); }
 __host__ __device__ __forceinline__ bool q8_al16(const uint8_t *p) { return OB_CUDA_LD16 && ((uintptr_t)p & 15) == 0; }
+
+/* N words (N a multiple of 4) from p, 2-byte aligned, with the widest loads p's alignment allows:
+ * for packed rows (cuda_quant.cuh), where that alignment is the row's and so the same for a whole
+ * warp; lanes of different alignments would take the branches one after another. */
+template <int N> __host__ __device__ __forceinline__ void ld_words_row(const uint8_t *p, uint32_t w[N]) {
+    const uintptr_t a = (uintptr_t)p;
+    if (q8_al16(p)) {
+        ld_words16<N>(p, w);
+    } else if ((a & 7) == 0) {
+        ld_wide<2, N>(p, w);
+    } else if ((a & 3) == 0) {
+#pragma unroll
+        for (int k = 0; k < N; k++) w[k] = ((const uint32_t *)p)[k];
+    } else {
+        ld_words<N>(p, w);
+    }
+}
 
 /* an fp16 value's bits as a float */
 __host__ __device__ __forceinline__ float q8_h(uint32_t bits) {
@@ -320,8 +345,7 @@ template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {
     __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q4_0>(row, nb, sb);
         uint32_t q[4];
-        if (q8_al16(p.codes)) ld_words16<4>(p.codes, q);
-        else ld_words<4>(p.codes, q);
+        ld_words_row<4>(p.codes, q);
         nibbles_of(q, w);
         d = q8_ld_h(p.d);
         m = 0.0f;
@@ -343,8 +367,7 @@ template <> struct q8w<OB_TYPE_Q8_0> {
     /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 32 codes at 32 sb, d after them */
     __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q8_0>(row, nb, sb);
-        if (q8_al16(p.codes)) ld_words16<8>(p.codes, (uint32_t *)w);
-        else ld_words<8>(p.codes, (uint32_t *)w);
+        ld_words_row<8>(p.codes, (uint32_t *)w);
         d = q8_ld_h(p.d);
     }
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s); }
@@ -516,13 +539,8 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
         const cu_pk p = cu_pk_at<OB_TYPE_Q6_K>(row, nb, sb >> 3);
         const int j = sb & 7, h = j >> 2, g = j & 3;
         uint32_t ql[8], qh[8];
-        if (q8_al16(p.codes)) {
-            ld_words16<8>(p.codes + 64 * h + 32 * (g & 1), ql);
-            ld_words16<8>(p.codes + 128 + 32 * h, qh);
-        } else {
-            ld_words<8>(p.codes + 64 * h + 32 * (g & 1), ql);
-            ld_words<8>(p.codes + 128 + 32 * h, qh);
-        }
+        ld_words_row<8>(p.codes + 64 * h + 32 * (g & 1), ql);
+        ld_words_row<8>(p.codes + 128 + 32 * h, qh);
         unpack(ql, qh, g);
         d = q8_ld_h(p.d);
         sc0 = (int8_t)p.scales[8 * h + 2 * g];
@@ -551,6 +569,15 @@ template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j &
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
         d = q8_ld_h(b + 64);
+    }
+    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 64 code bytes at 64 k, d after them */
+    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+        const cu_pk p = cu_pk_at<OB_TYPE_TQ2_0>(row, nb, sb >> 3);
+        const int j = sb & 7, sh = 2 * (j & 3);
+        ld_words_row<8>(p.codes + 32 * (j >> 2), (uint32_t *)w);
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
+        d = q8_ld_h(p.d);
     }
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s - xs.y); }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }

@@ -44,13 +44,14 @@ static void rotate128(float *v) {
 }
 
 /* Worst relative error of type T's rows (n_in elements, n_rows rows); -1 when it cannot quantize;
- * 1 when a copy of the rows two bytes off 16-byte alignment decodes to other values (the decoders'
- * aligned loads, ld_words16, against ld_words). */
+ * 1 when a copy of the rows 2, 4 or 8 bytes off 16-byte alignment decodes to other values (the
+ * decoders' aligned loads, ld_words16 / ld_words_row, against ld_words). */
 template <int T> static double check_type(int64_t n_in, int n_rows) {
     const size_t rb = ob_type_row_size(T, n_in), bytes = ob_type_tensor_size(T, n_in, n_rows); /* i2_s: + its scale */
     float *wf = (float *)malloc(sizeof(float) * n_in * n_rows), *wd = (float *)malloc(sizeof(float) * n_in * n_rows);
     uint8_t *wq = (uint8_t *)calloc(1, bytes + 16); /* the decoders may read 4 bytes past a row */
-    uint8_t *wq2 = (uint8_t *)calloc(1, bytes + 32), *wm = wq2 + 2; /* the rows again, 2 bytes past alignment */
+    uint8_t *wq2 = (uint8_t *)calloc(1, 3 * (bytes + 32)); /* the rows again, 2, 4 and 8 bytes past alignment */
+    uint8_t *wm[3] = {wq2 + 2, wq2 + (bytes + 32) + 4, wq2 + 2 * (bytes + 32) + 8};
     const int nsb = (int)(n_in / 32);
     int8_t *c = (int8_t *)malloc((size_t)n_in);
     float2 *xs = (float2 *)malloc(sizeof(float2) * nsb);
@@ -64,11 +65,9 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
         worst = -1;
         goto done;
     }
-    memcpy(wm, wq, bytes);
-    if (cu_packed<T>()) { /* the layout the build uploads: rows packed in place (wm from the copy) */
-        cu_pack_rows(T, wm, wq, n_in, n_rows);
-        memcpy(wm, wq, (size_t)n_rows * rb);
-    }
+    memcpy(wm[0], wq, bytes);
+    if (cu_packed<T>()) cu_pack_rows(T, wm[0], wq, n_in, n_rows); /* the layout the build uploads, from the copy */
+    for (int o = 0; o < 3; o++) memcpy(wm[o], wq, bytes);
     if (T == OB_TYPE_LEAN4) /* rows are stored rotated: the decoder gives the rotated values */
         for (int64_t b0 = 0; b0 < n_in * n_rows; b0 += 128) rotate128(wd + b0);
     {
@@ -91,11 +90,13 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
                 int xw[8];
                 memcpy(xw, c + 32 * b, 32);
                 got += (double)W.dot(xw, xs[b]) * tscale;
-                q8w<T> M;
-                q8_load(M, wm + (size_t)r * rb, b, rb);
-                if (M.dot(xw, xs[b]) != W.dot(xw, xs[b])) {
-                    worst = 1;
-                    goto done;
+                for (int o = 0; o < 3; o++) {
+                    q8w<T> M;
+                    q8_load(M, wm[o] + (size_t)r * rb, b, rb);
+                    if (M.dot(xw, xs[b]) != W.dot(xw, xs[b])) {
+                        worst = 1;
+                        goto done;
+                    }
                 }
             }
             const double err = fabs(got - ref) / (mag > 0 ? mag : 1);

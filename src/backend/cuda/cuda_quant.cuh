@@ -250,14 +250,16 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
 
 /* ---- packed row layouts (OB_CUDA_PACK=1) ----------------------------------------------------
  * A row of nb blocks becomes each part of every block in turn: q4_0 [nb x 16 nibble bytes][nb x d],
- * q8_0 [nb x 32 codes][nb x d], q6_K [nb x 192 (ql, qh)][nb x 16 scales][nb x d]. The same bytes
- * (row_bytes unchanged), the same values; in a 16-byte aligned row every block's codes are
- * 16-byte aligned, where the file's 18-, 34- and 210-byte blocks sit at every 2-byte offset. */
+ * q8_0 [nb x 32 codes][nb x d], tq2_0 [nb x 64 codes][nb x d], q6_K [nb x 192 (ql, qh)][nb x 16
+ * scales][nb x d]. The same bytes (row_bytes unchanged), the same values; every block's codes are
+ * then as aligned as their row (16 bytes for every Llama shape; BitNet's 660-byte tq2_0 rows are
+ * 4-, 8- or 16-byte aligned by row), where the file's 18-, 34-, 66- and 210-byte blocks sit at
+ * every 2-byte offset, lane by lane. */
 #ifndef OB_CUDA_PACK
 #define OB_CUDA_PACK 0
 #endif
 __host__ __device__ constexpr bool cu_packed_type(int type) {
-    return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_Q6_K);
+    return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_TQ2_0 || type == OB_TYPE_Q6_K);
 }
 template <int T> __host__ __device__ constexpr bool cu_packed() { return cu_packed_type(T); }
 /* A packed type's block parts in the file's block: offset and length of the codes, the scales
@@ -268,6 +270,7 @@ struct cu_parts {
 __host__ __device__ constexpr cu_parts cu_parts_of(int type) {
     return type == OB_TYPE_Q4_0 ? cu_parts{18, 2, 16, 0, 0, 0}
          : type == OB_TYPE_Q8_0 ? cu_parts{34, 2, 32, 0, 0, 0}
+         : type == OB_TYPE_TQ2_0 ? cu_parts{66, 0, 64, 0, 0, 64}
                                 : cu_parts{210, 0, 192, 192, 16, 208};
 }
 /* Block k's parts in a packed row of nb blocks. */
@@ -318,6 +321,14 @@ template <int T> __device__ __forceinline__ void deq8r(const uint8_t *row, int64
             ld_8a2(p.codes + 8 * (j & 3), q);
 #pragma unroll
             for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)q[i] * d;
+        } else if constexpr (T == OB_TYPE_TQ2_0) {
+            const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 5));
+            const float d = ld_h(p.d);
+            const int e0 = (int)(j & 31) * 8, half = e0 >> 7, k = (e0 & 127) >> 5, m = e0 & 31;
+            uint8_t q[8];
+            ld_8a2(p.codes + half * 32 + m, q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = (float)(((q[i] >> (2 * k)) & 3) - 1) * d;
         } else {
             const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 5));
             const int e0 = (int)(j & 31) * 8, h = e0 >> 7, l = e0 & 127, g = l >> 5, m = l & 31;
