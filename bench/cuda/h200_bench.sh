@@ -4,7 +4,8 @@
 # 1bit bench --device cuda and llama-bench -ngl 99 -fa on on the same files (tg128, pp512,
 # pp4096; 3 repetitions, engines alternating per file). `serve`: the transformers baseline and
 # serving throughput (1bit serve vs llama-server, 64 slots each, the same 1B Q4_0 file,
-# 1bit bench --url --compare at 1/8/32/64 streams). Raw results under $OUT.
+# 1bit bench --url --compare at 1/8/32/64 streams). `serveab`: the same sweep, 1bit's build/
+# against build-b/ of `h200_test.sh abbuild DEFS` (e.g. -DCU_GEMV_MAX=64). Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
@@ -21,13 +22,23 @@ for f in bn-tq2_0 bn-tq1_0 bn-i2_s; do ob $f.gguf; done | tee -a $OUT/table.txt
 ls -l $M | awk '{print $5, $9}' >$OUT/sizes.txt
 exit 0
 fi
+up() { python3 -c "import urllib.request,sys;urllib.request.urlopen('http://127.0.0.1:$1/health',timeout=2)" 2>/dev/null; }
+# the sweep against the servers on 8081 and 8082 (labels $1 and $2), then both stopped;
+# --api completions: llama-server's chat endpoint parses the output and fails some random-weight streams
+sweep() {
+    i=0; until (up 8081 && up 8082) || [ $i -gt 60 ]; do sleep 1; i=$((i+1)); done
+    timeout 200 ./build/1bit bench --url http://127.0.0.1:8081 --compare http://127.0.0.1:8082 --label $1 --label2 $2 \
+        --api completions --concurrency 1,8,32,64 --prompt-tokens 128 --gen-tokens 64 -o $OUT/serve.json 2>&1 | tail -22 | tee $OUT/serve.txt
+    kill %1 %2 2>/dev/null
+}
+if [ "$1" = serveab ]; then # build/ against build-b/ of `h200_test.sh abbuild`, 1bit alone, the same file
+    ./build/1bit serve -m $M/l1b-Q4_0.gguf --device cuda -np 64 -c 512 --port 8081 >$OUT/serve1.log 2>&1 &
+    ./build-b/1bit serve -m $M/l1b-Q4_0.gguf --device cuda -np 64 -c 512 --port 8082 >$OUT/serve2.log 2>&1 &
+    sweep build build-b
+    exit 0
+fi
 PYTHONUNBUFFERED=1 LD_LIBRARY_PATH= timeout 150 python3 bench/cuda/hf_baseline.py bench/configs/llama-3.2-1b.json 2>&1 | grep -E "^hf|^transformers" | tee $OUT/hf.txt
 # serving
 ./build/1bit serve -m $M/l1b-Q4_0.gguf --device cuda -np 64 -c 512 --port 8081 >$OUT/serve1.log 2>&1 &
 LD_LIBRARY_PATH= $LS -m $M/l1b-Q4_0.gguf -ngl 99 -fa on -np 64 -c 32768 --port 8082 >$OUT/serve2.log 2>&1 &
-up() { python3 -c "import urllib.request,sys;urllib.request.urlopen('http://127.0.0.1:$1/health',timeout=2)" 2>/dev/null; }
-i=0; until (up 8081 && up 8082) || [ $i -gt 60 ]; do sleep 1; i=$((i+1)); done
-# --api completions: llama-server's chat endpoint parses the output and fails some random-weight streams
-timeout 200 ./build/1bit bench --url http://127.0.0.1:8081 --compare http://127.0.0.1:8082 --label 1bit --label2 llama.cpp \
-    --api completions --concurrency 1,8,32,64 --prompt-tokens 128 --gen-tokens 64 -o $OUT/serve.json 2>&1 | tail -22 | tee $OUT/serve.txt
-kill %1 %2 2>/dev/null
+sweep 1bit llama.cpp

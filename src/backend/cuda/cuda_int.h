@@ -30,12 +30,14 @@ typedef struct {
     cudaEvent_t done; /* the copy out of host has finished: host may be rewritten */
 } cu_idx_slot;
 
+#ifndef CU_GEMV_MAX /* a build option for an A/B (e.g. -DCU_GEMV_MAX=64: the server's 33-64 token steps) */
 #define CU_GEMV_MAX 32  /* tokens up to which matmul runs the fused decode kernels (above: tensor cores) */
+#endif
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
 #define CU_QROW_MAX 32768 /* longest row the int8 activation quantizer takes (32 values per thread) */
 
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
-#define CU_GRAPH_MAX_N 32 /* tokens up to which a step is recorded: the fused matmul path only */
+#define CU_GRAPH_MAX_N CU_GEMV_MAX /* tokens up to which a step is recorded: the fused matmul path only */
 
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
 
