@@ -245,7 +245,12 @@ static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
  * OB_CUDA_PACK packs (the bytes past the rows, as i2_s's scale, as they are), else as it is. */
 static const void *cu_upload_weight(ob_backend *b, const void *host, size_t size, int type, int64_t n_in, int64_t n_out) {
     const size_t rows = ob_type_row_size(type, n_in) * (size_t)n_out;
-    if (!cu_packed_type(type) || rows > size) return cu_upload(b, host, size);
+    if (!cu_packed_type(type)) return cu_upload(b, host, size);
+    if (rows == 0 || rows > size) { /* the decoders would read unpacked bytes as packed */
+        fprintf(stderr, "cuda backend: a %s weight of %lld x %lld needs %zu bytes of rows, got %zu\n", ob_type_name(type),
+                (long long)n_out, (long long)n_in, rows, size);
+        return NULL;
+    }
     uint8_t *tmp = (uint8_t *)malloc(size);
     if (!tmp) return NULL;
     cu_pack_rows(type, (const uint8_t *)host, tmp, n_in, n_out);

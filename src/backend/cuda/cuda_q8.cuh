@@ -207,10 +207,7 @@ template <int N> __host__ __device__ __forceinline__ void ld_words(const uint8_t
     }
 }
 
-/* N words (N a multiple of 4) from p, 16-byte aligned: N / 4 vector loads instead of ld_words's
- * N + 1 word loads and N byte permutes (q4_K / q5_K / i2_s sub-blocks of a row whose start is
- * aligned, as uploads are: their blocks are multiples of 16 bytes). OB_CUDA_LD16=0 at build time
- * leaves every decoder on ld_words (an A/B of the loads). */
+/* OB_CUDA_LD16=0 at build time leaves every decoder on ld_words (an A/B of the aligned loads). */
 #ifndef OB_CUDA_LD16
 #define OB_CUDA_LD16 1
 #endif
@@ -235,12 +232,16 @@ template <int W, int N> __host__ __device__ __forceinline__ void ld_wide(const u
 #endif
     }
 }
+/* N words (N a multiple of 4) from p, 16-byte aligned: N / 4 vector loads instead of ld_words's
+ * N + 1 word loads and N byte permutes (q4_K / q5_K / i2_s sub-blocks of a row whose start is
+ * aligned, as uploads are: their blocks are multiples of 16 bytes). */
 template <int N> __host__ __device__ __forceinline__ void ld_words16(const uint8_t *p, uint32_t w[N]) { ld_wide<4, N>(p, w); }
 __host__ __device__ __forceinline__ bool q8_al16(const uint8_t *p) { return OB_CUDA_LD16 && ((uintptr_t)p & 15) == 0; }
 
 /* N words (N a multiple of 4) from p, 2-byte aligned, with the widest loads p's alignment allows:
  * for packed rows (cuda_quant.cuh), where that alignment is the row's and so the same for a whole
- * warp; lanes of different alignments would take the branches one after another. */
+ * warp in the decode kernels; lanes of different alignments take the branches one after another
+ * (k_mmq, whose warps load 16 rows: BitNet's 660-byte tq2_0 rows there have four alignments). */
 template <int N> __host__ __device__ __forceinline__ void ld_words_row(const uint8_t *p, uint32_t w[N]) {
     const uintptr_t a = (uintptr_t)p;
     if (q8_al16(p)) {
@@ -248,8 +249,12 @@ template <int N> __host__ __device__ __forceinline__ void ld_words_row(const uin
     } else if ((a & 7) == 0) {
         ld_wide<2, N>(p, w);
     } else if ((a & 3) == 0) {
+#ifdef __CUDA_ARCH__
 #pragma unroll
         for (int k = 0; k < N; k++) w[k] = ((const uint32_t *)p)[k];
+#else
+        memcpy(w, p, 4 * N);
+#endif
     } else {
         ld_words<N>(p, w);
     }

@@ -50,8 +50,9 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
     const size_t rb = ob_type_row_size(T, n_in), bytes = ob_type_tensor_size(T, n_in, n_rows); /* i2_s: + its scale */
     float *wf = (float *)malloc(sizeof(float) * n_in * n_rows), *wd = (float *)malloc(sizeof(float) * n_in * n_rows);
     uint8_t *wq = (uint8_t *)calloc(1, bytes + 16); /* the decoders may read 4 bytes past a row */
-    uint8_t *wq2 = (uint8_t *)calloc(1, 3 * (bytes + 32)); /* the rows again, 2, 4 and 8 bytes past alignment */
-    uint8_t *wm[3] = {wq2 + 2, wq2 + (bytes + 32) + 4, wq2 + 2 * (bytes + 32) + 8};
+    const size_t sp = (bytes + 32 + 15) & ~(size_t)15; /* copies 16-byte aligned apart (calloc: 16-aligned) */
+    uint8_t *wq2 = (uint8_t *)calloc(1, 3 * sp); /* the rows again, 2, 4 and 8 bytes past alignment */
+    uint8_t *wm[3] = {wq2 + 2, wq2 + sp + 4, wq2 + 2 * sp + 8};
     const int nsb = (int)(n_in / 32);
     int8_t *c = (int8_t *)malloc((size_t)n_in);
     float2 *xs = (float2 *)malloc(sizeof(float2) * nsb);

@@ -6,10 +6,10 @@
  * one-element types (f32, f16, bf16), which also have deq1 for rows whose length is not.
  * i2_s gives the unscaled trits (the per-tensor scale is applied once per dot product) and
  * lean4 the rotated values (the activations are rotated the same way, cuda_matmul.cu).
- * Also the packed row layouts (OB_CUDA_PACK=1 at build time, an experiment): q4_0, q8_0 and q6_K rows
- * uploaded with every block's code bytes first and its scales after them (cu_pack_rows), so that
- * a block's codes sit 16-byte aligned; deq8r / q8_load (cuda_q8.cuh) pick the decoder of the
- * layout a build uploads.
+ * Also the packed row layouts (OB_CUDA_PACK=1 at build time, an experiment): q4_0, q8_0, tq2_0
+ * and q6_K rows uploaded with every block's code bytes first and its scales after them
+ * (cu_pack_rows), so that a block's codes are as aligned as their row; deq8r / q8_load
+ * (cuda_q8.cuh) pick the decoder of the layout a build uploads.
  * Does not own: which kernel uses a decoder (cuda_matmul.cu), the type numbering (format/quant.h).
  */
 #ifndef OB_CUDA_QUANT_CUH
