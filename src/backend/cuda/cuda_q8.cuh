@@ -604,7 +604,7 @@ template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); 
 
 /* q8w<T>::load of a row in the layout the build uploads (rb: the row's bytes, which give nb). */
 template <int T> __host__ __device__ __forceinline__ void q8_load(q8w<T> &W, const uint8_t *row, int sb, size_t rb) {
-    if constexpr (cu_packed<T>()) W.load_packed(row, sb, (int)(rb / cu_type<T>::bytes));
+    if constexpr (cu_packed_type(T)) W.load_packed(row, sb, (int)(rb / cu_type<T>::bytes));
     else W.load(row, sb);
 }
 

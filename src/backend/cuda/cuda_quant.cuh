@@ -261,7 +261,6 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
 __host__ __device__ constexpr bool cu_packed_type(int type) {
     return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_TQ2_0 || type == OB_TYPE_Q6_K);
 }
-template <int T> __host__ __device__ constexpr bool cu_packed() { return cu_packed_type(T); }
 /* A packed type's block parts in the file's block: offset and length of the codes, the scales
  * (q6_K only; else length 0) and d. */
 struct cu_parts {
@@ -305,7 +304,7 @@ static inline void cu_pack_rows(int type, const uint8_t *src, uint8_t *dst, int6
 
 /* deq8 of a row in the layout the build uploads (rb: the row's bytes, which give nb). */
 template <int T> __device__ __forceinline__ void deq8r(const uint8_t *row, int64_t j, size_t rb, float v[8]) {
-    if constexpr (cu_packed<T>()) {
+    if constexpr (cu_packed_type(T)) {
         const int nb = (int)(rb / cu_type<T>::bytes);
         if constexpr (T == OB_TYPE_Q4_0) {
             const cu_pk p = cu_pk_at<T>(row, nb, (int)(j >> 2));
