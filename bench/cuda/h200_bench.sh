@@ -5,7 +5,7 @@
 # pp4096; 3 repetitions, engines alternating per file). `serve`: the transformers baseline and
 # serving throughput (1bit serve vs llama-server, 64 slots each, the same 1B Q4_0 file,
 # 1bit bench --url --compare at 1/8/32/64 streams). `serveab`: the same sweep, 1bit's build/
-# against build-b/ of `h200_test.sh abbuild DEFS` (e.g. -DCU_GEMV_MAX=64). Raw results under $OUT.
+# against build-b/ of `h200_test.sh abbuild DEFS` (a build option, e.g. -DOB_CUDA_LD16=0). Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib

@@ -241,8 +241,8 @@ static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
     return p;
 }
 
-/* A weight in the layout this build's decoders read: the packed rows of cu_pack_rows for the types
- * OB_CUDA_PACK packs (the bytes past the rows, as i2_s's scale, as they are), else as it is. */
+/* A weight in the layout the decoders read: the packed rows of cu_pack_rows for q4_0, q8_0, tq2_0
+ * and q6_K (the bytes past the rows as they are), any other type as it is. */
 static const void *cu_upload_weight(ob_backend *b, const void *host, size_t size, int type, int64_t n_in, int64_t n_out) {
     const size_t rows = ob_type_row_size(type, n_in) * (size_t)n_out;
     if (!cu_packed_type(type)) return cu_upload(b, host, size);

@@ -30,9 +30,9 @@ typedef struct {
     cudaEvent_t done; /* the copy out of host has finished: host may be rewritten */
 } cu_idx_slot;
 
-#ifndef CU_GEMV_MAX /* a build option for an A/B (e.g. -DCU_GEMV_MAX=64: the server's 33-64 token steps) */
-#define CU_GEMV_MAX 32  /* tokens up to which matmul runs the fused decode kernels (above: tensor cores) */
-#endif
+/* tokens up to which matmul runs the fused decode kernels (above: dequantize + tensor cores); 64
+ * measured 12% / 33% less serving throughput at 32 / 64 streams (docs/bench.md, run 10) */
+#define CU_GEMV_MAX 32
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
 #define CU_QROW_MAX 32768 /* longest row the int8 activation quantizer takes (32 values per thread) */
 

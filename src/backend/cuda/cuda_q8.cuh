@@ -346,7 +346,8 @@ template <int BYTES, bool MIN, bool HIGH, bool GRID, int OFF> struct q8w_nib {
 };
 
 template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {
-    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 16 code bytes at 16 sb, d after them */
+    /* the packed row layout (cu_pack_rows): 16 code bytes at 16 sb, d after them (q8w_nib's load:
+     * q4_1, q5_0, q5_1, iq4_nl) */
     __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q4_0>(row, nb, sb);
         uint32_t q[4];
@@ -364,12 +365,7 @@ template <> struct q8w<OB_TYPE_IQ4_NL> : q8w_nib<18, false, false, true, 0> {};
 template <> struct q8w<OB_TYPE_Q8_0> {
     int w[8];
     float d;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)sb * 34;
-        d = q8_ld_h(b);
-        ld_words<8>(b + 2, (uint32_t *)w);
-    }
-    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 32 codes at 32 sb, d after them */
+    /* the packed row layout (cu_pack_rows): 32 codes at 32 sb, d after them */
     __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q8_0>(row, nb, sb);
         ld_words_row<8>(p.codes, (uint32_t *)w);
@@ -527,18 +523,7 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
     int w[8];
     float d;
     int sc0, sc1;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)(sb >> 3) * 210;
-        const int j = sb & 7, h = j >> 2, g = j & 3;
-        uint32_t ql[8], qh[8];
-        ld_words<8>(b + 64 * h + 32 * (g & 1), ql);
-        ld_words<8>(b + 128 + 32 * h, qh);
-        unpack(ql, qh, g);
-        d = q8_ld_h(b + 208);
-        sc0 = (int8_t)b[192 + 8 * h + 2 * g];
-        sc1 = (int8_t)b[192 + 8 * h + 2 * g + 1];
-    }
-    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): the block's 192 code bytes 16-byte
+    /* the packed row layout (cu_pack_rows): the block's 192 code bytes 16-byte
      * aligned where the row is, its scales and d after every block's codes */
     __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q6_K>(row, nb, sb >> 3);
@@ -567,15 +552,7 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
 template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j & 3) of bytes 32 (j / 4) .. */
     int w[8];
     float d;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
-        const uint8_t *b = row + (size_t)(sb >> 3) * 66;
-        const int j = sb & 7, sh = 2 * (j & 3);
-        ld_words<8>(b + 32 * (j >> 2), (uint32_t *)w);
-#pragma unroll
-        for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
-        d = q8_ld_h(b + 64);
-    }
-    /* the packed row layout (cu_pack_rows, OB_CUDA_PACK=1): 64 code bytes at 64 k, d after them */
+    /* the packed row layout (cu_pack_rows): 64 code bytes at 64 k, d after them */
     __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_TQ2_0>(row, nb, sb >> 3);
         const int j = sb & 7, sh = 2 * (j & 3);
@@ -602,7 +579,8 @@ template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); 
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
-/* q8w<T>::load of a row in the layout the build uploads (rb: the row's bytes, which give nb). */
+/* q8w<T>::load of a row as uploaded (rb: the row's bytes, which give nb; load_packed for the
+ * packed types). */
 template <int T> __host__ __device__ __forceinline__ void q8_load(q8w<T> &W, const uint8_t *row, int sb, size_t rb) {
     if constexpr (cu_packed_type(T)) W.load_packed(row, sb, (int)(rb / cu_type<T>::bytes));
     else W.load(row, sb);

@@ -67,7 +67,7 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
         goto done;
     }
     memcpy(wm[0], wq, bytes);
-    if (cu_packed_type(T)) cu_pack_rows(T, wm[0], wq, n_in, n_rows); /* the layout the build uploads, from the copy */
+    if (cu_packed_type(T)) cu_pack_rows(T, wm[0], wq, n_in, n_rows); /* the layout uploads have, from the copy */
     for (int o = 0; o < 3; o++) memcpy(wm[o], wq, bytes);
     if (T == OB_TYPE_LEAN4) /* rows are stored rotated: the decoder gives the rotated values */
         for (int64_t b0 = 0; b0 < n_in * n_rows; b0 += 128) rotate128(wd + b0);

@@ -6,10 +6,10 @@
  * one-element types (f32, f16, bf16), which also have deq1 for rows whose length is not.
  * i2_s gives the unscaled trits (the per-tensor scale is applied once per dot product) and
  * lean4 the rotated values (the activations are rotated the same way, cuda_matmul.cu).
- * Also the packed row layouts (OB_CUDA_PACK=1 at build time, an experiment): q4_0, q8_0, tq2_0
- * and q6_K rows uploaded with every block's code bytes first and its scales after them
- * (cu_pack_rows), so that a block's codes are as aligned as their row; deq8r / q8_load
- * (cuda_q8.cuh) pick the decoder of the layout a build uploads.
+ * q4_0, q8_0, tq2_0 and q6_K rows are uploaded packed instead (cu_pack_rows: every block's code
+ * bytes first, its scales and d after them), so that a block's codes are as aligned as their
+ * row; deq8r decodes them (deq8 has the file layouts of the other types), and q8_load
+ * (cuda_q8.cuh) likewise.
  * Does not own: which kernel uses a decoder (cuda_matmul.cu), the type numbering (format/quant.h).
  */
 #ifndef OB_CUDA_QUANT_CUH
@@ -83,6 +83,11 @@ CU_TYPE(OB_TYPE_TQ1_0, 256, 54); CU_TYPE(OB_TYPE_TQ2_0, 256, 66); CU_TYPE(OB_TYP
 CU_TYPE(OB_TYPE_MXFP4, 32, 17); CU_TYPE(OB_TYPE_LEAN4, 128, 68);
 #undef CU_TYPE
 
+/* The types uploaded in the packed row layout (cu_pack_rows, below). */
+__host__ __device__ constexpr bool cu_packed_type(int type) {
+    return type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_TQ2_0 || type == OB_TYPE_Q6_K;
+}
+
 /* Element e of a row of a one-element type. */
 template <int T> __device__ __forceinline__ float deq1(const uint8_t *row, int64_t e) {
     if (T == OB_TYPE_F32) return ((const float *)row)[e];
@@ -100,6 +105,7 @@ __device__ __forceinline__ void q6k_vals(const uint8_t ql[8], const uint8_t qh[8
 }
 
 template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_t j, float v[8]) {
+    static_assert(!cu_packed_type(T), "q4_0, q8_0, tq2_0 and q6_K rows are packed: deq8r");
     constexpr int BS = cu_type<T>::block, TS = cu_type<T>::bytes;
     if constexpr (T == OB_TYPE_F32) {
         const float4 *p = (const float4 *)row + 2 * j;
@@ -121,13 +127,7 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
     } else if constexpr (BS == 32) {
         const uint8_t *b = row + (j >> 2) * TS;
         const int s = (int)(j & 3);
-        if constexpr (T == OB_TYPE_Q8_0) {
-            const float d = ld_h(b);
-            uint8_t q[8];
-            ld_8a2(b + 2 + 8 * s, q);
-#pragma unroll
-            for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)q[i] * d;
-        } else if constexpr (T == OB_TYPE_MXFP4) {
+        if constexpr (T == OB_TYPE_MXFP4) {
             const float d = e8m0_half(b[0]);
             int q[8];
             nib8(b + 1, s, q);
@@ -136,7 +136,7 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
         } else {
             int q[8];
             const float d = ld_h(b);
-            const uint8_t *qs = b + (T == OB_TYPE_Q4_0 || T == OB_TYPE_IQ4_NL ? 2 : T == OB_TYPE_Q4_1 ? 4 : T == OB_TYPE_Q5_0 ? 6 : 8);
+            const uint8_t *qs = b + (T == OB_TYPE_IQ4_NL ? 2 : T == OB_TYPE_Q4_1 ? 4 : T == OB_TYPE_Q5_0 ? 6 : 8);
             nib8(qs, s, q);
             if constexpr (T == OB_TYPE_Q5_0 || T == OB_TYPE_Q5_1) {
                 const uint32_t qh = ld_u32a2(b + (T == OB_TYPE_Q5_0 ? 2 : 4));
@@ -145,8 +145,7 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
             }
 #pragma unroll
             for (int i = 0; i < 8; i++) {
-                if (T == OB_TYPE_Q4_0) v[i] = (float)(q[i] - 8) * d;
-                else if (T == OB_TYPE_Q5_0) v[i] = (float)(q[i] - 16) * d;
+                if (T == OB_TYPE_Q5_0) v[i] = (float)(q[i] - 16) * d;
                 else if (T == OB_TYPE_IQ4_NL) v[i] = d * (float)cu_iq4nl_grid[q[i]];
                 else v[i] = (float)q[i] * d + ld_h(b + 2); /* q4_1, q5_1: d * q + m */
             }
@@ -167,14 +166,7 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
     } else { /* 256-element super-blocks */
         const uint8_t *b = row + (j >> 5) * TS;
         const int e0 = (int)(j & 31) * 8;
-        if constexpr (T == OB_TYPE_TQ2_0) {
-            const float d = ld_h(b + 64);
-            const int half = e0 >> 7, k = (e0 & 127) >> 5, m = e0 & 31;
-            uint8_t q[8];
-            ld_8a2(b + half * 32 + m, q);
-#pragma unroll
-            for (int i = 0; i < 8; i++) v[i] = (float)(((q[i] >> (2 * k)) & 3) - 1) * d;
-        } else if constexpr (T == OB_TYPE_TQ1_0) {
+        if constexpr (T == OB_TYPE_TQ1_0) {
             const float d = ld_h(b + 52);
             int nb, k, m;
             const uint8_t *base;
@@ -205,14 +197,6 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
                 if (T == OB_TYPE_Q5_K) x += (b[16 + l + i] >> (2 * c + hi) & 1) << 4;
                 v[i] = d1 * (float)x - m1;
             }
-        } else if constexpr (T == OB_TYPE_Q6_K) {
-            const float d = ld_h(b + 208);
-            const int h = e0 >> 7, l = e0 & 127, g = l >> 5, m = l & 31;
-            const float dl = d * (float)(int8_t)b[192 + 8 * h + (m >> 4) + 2 * g];
-            uint8_t ql[8], qh[8];
-            ld_8a2(b + 64 * h + m + 32 * (g & 1), ql);
-            ld_8a2(b + 128 + 32 * h + m, qh);
-            q6k_vals(ql, qh, g, dl, v);
         } else if constexpr (T == OB_TYPE_Q2_K) {
             const float d = ld_h(b + 80), dmin = ld_h(b + 82);
             const uint8_t sc = b[e0 >> 4];
@@ -248,19 +232,13 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
     }
 }
 
-/* ---- packed row layouts (OB_CUDA_PACK=1) ----------------------------------------------------
+/* ---- packed row layouts ---------------------------------------------------------------------
  * A row of nb blocks becomes each part of every block in turn: q4_0 [nb x 16 nibble bytes][nb x d],
  * q8_0 [nb x 32 codes][nb x d], tq2_0 [nb x 64 codes][nb x d], q6_K [nb x 192 (ql, qh)][nb x 16
  * scales][nb x d]. The same bytes (row_bytes unchanged), the same values; every block's codes are
  * then as aligned as their row (16 bytes for every Llama shape; BitNet's 660-byte tq2_0 rows are
  * 4-, 8- or 16-byte aligned by row), where the file's 18-, 34-, 66- and 210-byte blocks sit at
  * every 2-byte offset, lane by lane. */
-#ifndef OB_CUDA_PACK
-#define OB_CUDA_PACK 0
-#endif
-__host__ __device__ constexpr bool cu_packed_type(int type) {
-    return OB_CUDA_PACK && (type == OB_TYPE_Q4_0 || type == OB_TYPE_Q8_0 || type == OB_TYPE_TQ2_0 || type == OB_TYPE_Q6_K);
-}
 /* A packed type's block parts in the file's block: offset and length of the codes, the scales
  * (q6_K only; else length 0) and d. */
 struct cu_parts {
@@ -302,7 +280,8 @@ static inline void cu_pack_rows(int type, const uint8_t *src, uint8_t *dst, int6
     }
 }
 
-/* deq8 of a row in the layout the build uploads (rb: the row's bytes, which give nb). */
+/* deq8 of a row as uploaded (rb: the row's bytes, which give nb): the packed types here, the
+ * others deq8. */
 template <int T> __device__ __forceinline__ void deq8r(const uint8_t *row, int64_t j, size_t rb, float v[8]) {
     if constexpr (cu_packed_type(T)) {
         const int nb = (int)(rb / cu_type<T>::bytes);

@@ -9,13 +9,10 @@
 #include <stdint.h>
 
 /* Rows of at least this many 32-element sub-blocks are split over four warps (warp w, lane l:
- * sub-blocks 32 w + l, + 128, ...), shorter ones take one warp (lane l: l, l + 32, ...). A build
- * option for an A/B (e.g. -DGV_SPLIT_SB=80: BitNet's 2560-value rows, three sub-blocks on half
- * the lanes of one warp, on four warps with at most one a thread; the sums' order for that length
- * changes, so its bits are that build's own). */
-#ifndef GV_SPLIT_SB
+ * sub-blocks 32 w + l, + 128, ...), shorter ones take one warp (lane l: l, l + 32, ...). 80 (BitNet's
+ * 2560-value rows on four warps, at most one sub-block a thread, instead of three on half the
+ * lanes of one warp) measured 1.8% slower on BitNet-2B I2_S (docs/bench.md, run 10). */
 #define GV_SPLIT_SB 128
-#endif
 
 /* Shared memory for a staged span of len bytes: up to 15 bytes before and after it come along,
  * and the next span starts 16-byte aligned. */
