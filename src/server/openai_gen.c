@@ -736,15 +736,19 @@ static void chat_done(ob_gen *g, int i, int last, ob_sbuf *out) {
     ob_sse(out, NULL, chunk);
 }
 
-static void chat_end(ob_gen *g, ob_sbuf *out) {
+/* The end of a stream: with stream_options.include_usage, a chunk of the endpoint's object with
+ * no choices and the usage, then [DONE]. */
+static void stream_end(ob_gen *g, ob_sbuf *out, const char *object) {
     if (g->q.include_usage) {
-        json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:[], s:o, s:o}", "id", g->id, "object", "chat.completion.chunk",
+        json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s, s:[], s:o, s:o}", "id", g->id, "object", object,
                               "created", (int)g->created, "model", g->q.model, "system_fingerprint", "1bit-" OB_VERSION_STRING,
                               "choices", "usage", ob_gen_usage(g), "timings", ob_gen_timings(g));
         ob_sse(out, NULL, j);
     }
     ob_sbuf_puts(out, "data: [DONE]\n\n");
 }
+
+static void chat_end(ob_gen *g, ob_sbuf *out) { stream_end(g, out, "chat.completion.chunk"); }
 
 static json_t *chat_full(ob_gen *g) {
     json_t *choices = json_array();
@@ -868,7 +872,9 @@ static json_t *cmpl_full(ob_gen *g) {
     return j;
 }
 
-static const ob_gen_fmt cmpl_fmt = {"cmpl-", 0, cmpl_start, cmpl_delta, cmpl_done, chat_end, cmpl_full};
+static void cmpl_end(ob_gen *g, ob_sbuf *out) { stream_end(g, out, "text_completion"); }
+
+static const ob_gen_fmt cmpl_fmt = {"cmpl-", 0, cmpl_start, cmpl_delta, cmpl_done, cmpl_end, cmpl_full};
 
 int ob_gen_parse_completion(ob_server *S, json_t *b, ob_gen_req *q, int *status, char *err, size_t errlen) {
     *status = 400;

@@ -134,4 +134,13 @@ test('/v1/completions: text, stream, echo, logprobs, stop, usage and timings', a
   assert.equal(ev.at(-1).data, '[DONE]');
   assert.equal(ev.at(-2).data.usage.completion_tokens, 3);
   checkTimings(ev.at(-2).data.timings, assert);
+  // include_usage: one more chunk with no choices, of the endpoint's object like every other chunk
+  const ru = await fetch(srv.url + '/v1/completions', {
+    method: 'POST', body: JSON.stringify({ prompt: 'a', max_tokens: 3, stream: true, stream_options: { include_usage: true } }),
+  });
+  const eu = await readSSE(ru);
+  assert.equal(eu.at(-1).data, '[DONE]');
+  assert.deepEqual(eu.at(-2).data.choices, []);
+  assert.equal(eu.at(-2).data.usage.completion_tokens, 3);
+  for (const x of eu.slice(0, -1)) assert.equal(x.data.object, 'text_completion');
 });
