@@ -548,6 +548,34 @@ static void test_row_ops(ob_backend *g, ob_backend *c) {
     free(y);
 }
 
+/* RMSNorm and act_quant_i8 on rows of the sizes that take 1024-thread blocks (from 2048 values;
+ * BitNet's 2560 and 6912, Llama-3.1-8B's 4096, a row past 8192 values) and one of a decode
+ * batch, against the CPU: the sum of squares in another order, the same values within 1e-5 */
+static void test_row_ops_wide(ob_backend *g, ob_backend *c) {
+    const int dims[] = {2048, 2560, 4096, 6912, 10000}, ns[] = {1, 3};
+    for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
+        for (int ni = 0; ni < 2; ni++) {
+            const int dim = dims[di], n = ns[ni];
+            const size_t nd = (size_t)n * dim;
+            float *x = randf(nd, 2.0f), *w = randf((size_t)dim, 1.0f), *y = malloc(nd * sizeof(float));
+            void *dx = dev_copy(g, x, nd * 4), *dw = dev_copy(g, w, (size_t)dim * 4), *dy = dev_nan(g, nd);
+            c->rmsnorm(c, x, w, y, n, dim, 1e-5f);
+            g->rmsnorm(g, dx, dw, dy, n, dim, 1e-5f);
+            cmp_dev(g, dy, y, nd, 1e-5, "rmsnorm (wide rows)");
+            memcpy(y, x, nd * 4);
+            c->act_quant_i8(c, y, n, dim);
+            g->copy(g, dy, dx, nd * 4);
+            g->act_quant_i8(g, dy, n, dim);
+            cmp_dev(g, dy, y, nd, 0, "act_quant_i8 (wide rows)");
+            g->dealloc(g, dx);
+            g->dealloc(g, dw);
+            g->dealloc(g, dy);
+            free(x);
+            free(w);
+            free(y);
+        }
+}
+
 static void test_rope(ob_backend *g, ob_backend *c) {
     int n = 7, n_head = 5, hd = 64;
     size_t nd = (size_t)n * n_head * hd;
@@ -896,6 +924,7 @@ OB_SUITE(cuda_kernels) {
     test_gv_hold(g);
     test_layer(g);
     test_row_ops(g, c);
+    test_row_ops_wide(g, c);
     test_rope(g, c);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
     CHECK(g->rope_kv != NULL);
@@ -948,6 +977,15 @@ OB_SUITE(cuda_kernels) {
         test_row_ops(gw, c);
         test_fused(gw);
         gpu_free(gw);
+    }
+    /* norms of rows from 2048 values on 256-thread blocks (OB_CUDA_ROWS_WIDE=1, the whole-layer
+     * kernel's order; the default takes 1024) */
+    ob_backend *gn = gpu_new_with("OB_CUDA_ROWS_WIDE", "1");
+    CHECK(gn != NULL);
+    if (gn) {
+        test_row_ops_wide(gn, c);
+        test_fused(gn);
+        gpu_free(gn);
     }
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);

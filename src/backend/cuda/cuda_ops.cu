@@ -62,10 +62,14 @@ __global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float 
 static void rows_launch(cu_state *s, const char *what, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq,
                         int8_t *q, float2 *xs) {
     if (n <= 0) return;
-    /* a norm sums squares in the order of 256 threads up to 8192 values (the same bits for every
-     * row op of a size); a row without one has maxima only, the same for any block size: 1024
-     * threads from 2048 values, eight a thread, a shorter chain (OB_CUDA_ROWS_WIDE=0: 256) */
-    const int wide = !norm && s->rows_wide && dim >= 2048;
+    /* rows from 2048 values on 1024 threads, at most eight values a thread: the row kernel's time
+     * is its chain of instructions a thread (one block took 3.5 us of SM time on a 2560-value
+     * BitNet norm on 256 threads; H200 tg128 BitNet-2B I2_S +8.6%, Llama-3.2-1B Q4_0 +1.0% with
+     * the norms on 1024 threads too, docs/bench.md run 10). A norm sums its squares in the order
+     * of the block size, which depends on the row's size only (the same bits for every row op of a
+     * size): OB_CUDA_ROWS_WIDE=1 keeps norms on 256 threads up to 8192 values (as the whole-layer
+     * kernel, OB_CUDA_LAYER=1, which implies it), =0 every row op */
+    const int wide = s->rows_wide && dim >= 2048 && (!norm || s->rows_wide == 2);
     const int th = wide || dim > 256 * 32 ? 1024 : 256, per = (dim + th - 1) / th;
     if (per > 32) {
         cu_launch(s, what, (unsigned)n, 1024, 0, k_rows_long, x, w, y, dim, eps, norm, aq);
