@@ -15,6 +15,8 @@
 #            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"; TESTB=1 runs its `make test-cuda`
 #            too), then tg128 of the 1-2B files (FILES="..." for fewer) with each binary, twice
 #            alternating
+#   stalls   Nsight Compute's stall reasons by source line of the decode attention (Llama-1B Q4_0)
+#            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -86,6 +88,19 @@ check)
     waitfor bn-tq1_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt
     OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/bn-tq2_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee -a $OUT/check.txt ;;
+stalls)
+    # where the decode attention and the row kernel stall, by source line (build-b with -lineinfo;
+    # Nsight Compute's source counters, caches not flushed): Llama-3.2-1B Q4_0 at positions past
+    # 100 (16 attention launches a token), BitNet-2B I2_S's norms
+    make CUDA=1 BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 -lineinfo" -j16 build-b/1bit >$OUT/build-b.log 2>&1 || exit 1
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+    S="--clock-control none --cache-control none --import-source yes --section SpeedOfLight --section WarpStateStats --section SourceCounters"
+    waitfor bn-q4_0.gguf # after bn-i2_s
+    timeout 150 $NCU $S --kernel-name regex:k_attn --launch-skip 1700 --launch-count 2 ./build-b/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 128 -r 1 \
+        --device cuda > $OUT/stalls-attn.txt 2>&1
+    timeout 150 $NCU $S --kernel-name regex:k_rows --launch-skip 240 --launch-count 4 ./build-b/1bit bench -m $M/bn-i2_s.gguf -p 0 -n 16 -r 1 \
+        --device cuda > $OUT/stalls-rows.txt 2>&1
+    grep -E "Duration|SM Active|Stall (Barrier|Wait|Long|Short)" $OUT/stalls-*.txt ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512
