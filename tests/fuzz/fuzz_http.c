@@ -81,6 +81,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* connect, also when a signal (libFuzzer's timer) interrupts it: the connection goes on, so wait
+ * until it is made and take its outcome */
+static int connect_to(int fd, const struct sockaddr_in *a) {
+    if (connect(fd, (const struct sockaddr *)a, sizeof *a) == 0) return 0;
+    if (errno != EINTR) return -1;
+    struct pollfd p = {fd, POLLOUT, 0};
+    int r, e = 0;
+    do r = poll(&p, 1, 8000);
+    while (r < 0 && errno == EINTR);
+    socklen_t l = sizeof e;
+    if (r <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l)) return -1;
+    errno = e;
+    return e ? -1 : 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -100,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fprintf(stderr, "fuzz_http: bind: %s\n", strerror(errno));
         abort();
     }
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    if (connect_to(fd, &a)) {
         fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
         abort();
     }
@@ -108,6 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t off = 1;
     while (off < size) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue; /* the timer's signal: not the peer */
         if (n <= 0) break;
         off += (size_t)n;
     }
@@ -117,8 +133,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char head[16] = "";
     for (;;) {
         struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 8000) <= 0) break; /* libFuzzer's -timeout reports a real hang */
+        const int r = poll(&p, 1, 8000);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break; /* libFuzzer's -timeout reports a real hang */
         ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         if (got < sizeof head - 1) {
             size_t k = (size_t)n < sizeof head - 1 - got ? (size_t)n : sizeof head - 1 - got;
