@@ -61,6 +61,11 @@ $(BUILD)/lib1bit.a: $(OBJ_LIB) $(CUDA_STAMP)
 	@rm -f $@
 	ar rcs $@ $(OBJ_LIB)
 
+# Microbenchmarks beside the binary (bench/kbench.c: CPU matmul kernels; bench/sample_bench.c:
+# the scheduler's sampling, serial and on a thread pool).
+$(BUILD)/kbench $(BUILD)/sample_bench: $(BUILD)/%: bench/%.c $(BUILD)/lib1bit.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/lib1bit.a $(LDLIBS)
+
 # The default model, compiled into the binary (src/engine/embedded.c); EMBED_MODEL= leaves it out.
 EMBED_MODEL ?= models/demo-tq2_0.gguf
 ifneq ($(EMBED_MODEL),)

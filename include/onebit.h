@@ -183,10 +183,12 @@ typedef struct {
 } ob_sched_params;
 
 /* Called with the logits of a request's next token (after logit_bias), before sampling: may
- * set entries to -INFINITY (grammar constraints). Runs on the scheduler thread. */
+ * set entries to -INFINITY (grammar constraints). Runs on the scheduler thread or one of its
+ * sampling workers: never two calls for one request at once, but calls for different requests
+ * may run at the same time. */
 typedef void (*ob_logits_filter_fn)(void *user, float *logits, int32_t n_vocab);
-/* Called with each token sampled for the request (scheduler thread), so a filter can advance
- * its state (a grammar). */
+/* Called with each token sampled for the request (the same thread as its filter call, right
+ * after it), so a filter can advance its state (a grammar). */
 typedef void (*ob_token_accept_fn)(void *user, int32_t token);
 
 typedef struct { int32_t token; float bias; } ob_logit_bias;

@@ -65,15 +65,22 @@ static int drain(ob_req_t *r, int32_t *toks, ob_finish *why, ob_token_event *fir
     return n;
 }
 
-OB_SUITE(sched) {
-    char path[256], err[512];
-    snprintf(path, sizeof path, "%s/sched-qwen2.gguf", ob_test_tmpdir());
+/* The tiny Qwen2 golden model as f32 GGUF at path (under the test's scratch folder), loaded. */
+static ob_model_t *tiny_model(char *path, size_t pathlen, const char *name) {
+    char err[512];
+    snprintf(path, pathlen, "%s/%s", ob_test_tmpdir(), name);
     char *argv[] = {"convert", "tests/golden/qwen2", "-o", path, "--type", "f32", NULL};
     CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
     ob_model_params mp = ob_model_default_params();
     mp.n_threads = 2;
     ob_model_t *m = NULL;
     CHECK_EQ_INT(ob_model_load(path, &mp, &m, err, sizeof err), 0);
+    return m;
+}
+
+OB_SUITE(sched) {
+    char path[256], err[512];
+    ob_model_t *m = tiny_model(path, sizeof path, "sched-qwen2.gguf");
     if (!m) return;
     enum { NREQ = 5, NGEN = 12 };
     int32_t prompts[NREQ][6] = {{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}, {1, 2, 3, 4, 99, 98}, {50, 60, 70, 80, 90, 100}, {1, 2, 3, 4, 5, 6}};
@@ -232,6 +239,99 @@ OB_SUITE(sched) {
         drain(all[i], got, &why, NULL);
         CHECK(why != OB_FINISH_NONE);
         ob_req_free(all[i]);
+    }
+    ob_model_free(m);
+    remove(path);
+}
+
+/* A filter that bans every token below a request's floor, and counts its tokens (accept). */
+typedef struct {
+    int32_t floor;
+    int accepted;
+} ban_t;
+static void ban_filter(void *user, float *logits, int32_t n_vocab) {
+    const ban_t *b = user;
+    for (int32_t i = 0; i < b->floor && i < n_vocab; i++) logits[i] = -INFINITY;
+}
+static void ban_accept(void *user, int32_t token) { ((ban_t *)user)->accepted++; }
+
+/* Runs NS seeded, sampled requests at once (one slot each) with OB_SAMPLE_THREADS=threads; their
+ * tokens, log-probabilities and filters' counts into toks / lps / acc. */
+enum { NS = 6, NSGEN = 10 };
+static void sample_run(ob_model_t *m, const char *threads, int32_t toks[NS][MAXGEN], float lps[NS][MAXGEN], int acc[NS]) {
+    char err[256];
+    setenv("OB_SAMPLE_THREADS", threads, 1);
+    ob_sched_params sp = {NS, 48, 64, 16};
+    ob_sched_t *s = NULL;
+    CHECK_EQ_INT(ob_sched_new(m, &sp, &s, err, sizeof err), 0);
+    unsetenv("OB_SAMPLE_THREADS");
+    if (!s) return;
+    int32_t prompt[NS][4];
+    ban_t ban[NS];
+    ob_logit_bias bias[2] = {{5, 4.0f}, {9, -100.0f}};
+    ob_req_t *r[NS];
+    for (int i = 0; i < NS; i++) {
+        for (int k = 0; k < 4; k++) prompt[i][k] = 3 + 7 * i + k;
+        ob_req_params rp = {0};
+        rp.prompt = prompt[i];
+        rp.n_prompt = 4;
+        rp.max_tokens = NSGEN;
+        rp.sampling = ob_sampler_default_params();
+        rp.sampling.seed = 42 + (uint64_t)i;
+        rp.ignore_eos = i == 1;
+        rp.min_tokens = i == 2 ? 5 : 0;
+        rp.n_probs = i % 3 == 0 ? 2 : 0;
+        rp.logprobs = i == 4;
+        if (i == 3) { rp.logit_bias = bias; rp.n_logit_bias = 2; }
+        ban[i] = (ban_t){20 + i, 0};
+        if (i >= 4) { rp.filter = ban_filter; rp.accept = ban_accept; rp.filter_user = &ban[i]; }
+        r[i] = ob_sched_submit(s, &rp, err, sizeof err);
+        CHECK(r[i] != NULL);
+    }
+    for (int i = 0; i < NS; i++) {
+        if (!r[i]) continue;
+        ob_token_event ev;
+        int n = 0;
+        while (ob_req_next(r[i], &ev, 10000) == 1) {
+            if (ev.token >= 0 && n < MAXGEN) {
+                toks[i][n] = ev.token;
+                lps[i][n++] = ev.logprob;
+            }
+            if (ev.finish != OB_FINISH_NONE) break;
+        }
+        for (int k = n; k < MAXGEN; k++) toks[i][k] = -1;
+        ob_req_free(r[i]);
+    }
+    ob_sched_free(s);
+    for (int i = 0; i < NS; i++) acc[i] = ban[i].accepted;
+}
+
+/* The sampling workers (engine/scheduler.c): sampled on several threads, every request gets the
+ * tokens (and log-probabilities, filters' calls) it gets on the scheduler thread alone. */
+OB_SUITE(sched_sampling) {
+    char path[256];
+    ob_model_t *m = tiny_model(path, sizeof path, "sched-sampling.gguf");
+    if (!m) return;
+    static int32_t t1[NS][MAXGEN], t3[NS][MAXGEN];
+    static float l1[NS][MAXGEN], l3[NS][MAXGEN];
+    int a1[NS], a3[NS];
+    sample_run(m, "1", t1, l1, a1);
+    sample_run(m, "3", t3, l3, a3);
+    for (int i = 0; i < NS; i++) {
+        int n = 0;
+        while (n < MAXGEN && t1[i][n] >= 0) n++;
+        CHECK(n > 0);
+        if (i == 2) CHECK(n >= 5); /* min_tokens */
+        const int same = !memcmp(t1[i], t3[i], sizeof t1[i]) && !memcmp(l1[i], l3[i], sizeof(float) * (size_t)n);
+        if (!same) fprintf(stderr, "  sched_sampling: request %d differs between 1 and 3 sampling threads\n", i);
+        CHECK(same);
+        if (i >= 4) {
+            CHECK_EQ_INT(a1[i], n);
+            CHECK_EQ_INT(a3[i], n);
+            for (int k = 0; k < n; k++) CHECK(t3[i][k] >= 20 + i); /* the filter ran for this request's rows */
+        }
+        if (i == 3)
+            for (int k = 0; k < n; k++) CHECK(t3[i][k] != 9);
     }
     ob_model_free(m);
     remove(path);

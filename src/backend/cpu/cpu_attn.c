@@ -18,7 +18,7 @@
 
 #include "backend/cpu/attn_tile.h"
 #include "backend/cpu/cpu_attn.h"
-#include "backend/cpu/threadpool.h"
+#include "util/threadpool.h"
 #include "format/quant.h"
 
 #define CH 64 /* positions per softmax chunk (and per K/V block converted to f32) */

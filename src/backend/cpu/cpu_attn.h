@@ -4,7 +4,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/threadpool.h"
+#include "util/threadpool.h"
 
 /* Floats of per-thread scratch ob_cpu_attention needs for this head layout. */
 size_t ob_cpu_attn_scratch(int n_head, int n_head_kv, int head_dim);

@@ -18,7 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_attn.h"
 #include "backend/cpu/cpu_matmul.h"
-#include "backend/cpu/threadpool.h"
+#include "util/threadpool.h"
 #include "format/quant.h"
 #include "format/quant_tensor.h"
 

@@ -12,7 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/threadpool.h"
+#include "util/threadpool.h"
 
 typedef struct ob_cpu_mm ob_cpu_mm;
 

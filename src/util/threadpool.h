@@ -1,4 +1,4 @@
-/* threadpool.h — persistent worker threads for the CPU backend.
+/* threadpool.h — persistent worker threads (the CPU backend's ops, the scheduler's sampling).
  *
  * Owns: n-1 workers created once; ob_pool_run hands every thread (the caller too) the same
  * function with its thread index and waits until all return. No thread is created per op.

@@ -12,7 +12,7 @@
  * (both sequentially consistent), so either the caller sees the sleeper and signals, or the
  * sleeper sees the new generation and does not wait.
  */
-#include "backend/cpu/threadpool.h"
+#include "util/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
