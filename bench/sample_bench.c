@@ -82,8 +82,10 @@ int main(int argc, char **argv) {
     const double serial = measure(NULL, rows, vocab, logits, reps, a);
     const double par = measure(pool, rows, vocab, logits, reps, b);
     const int same = !memcmp(a, b, sizeof(int32_t) * (size_t)rows);
-    printf("rows %d vocab %d: serial %.3f ms (%.4f ms a row), %d threads %.3f ms (%.2fx), tokens %s\n", rows, vocab, serial,
-           serial / rows, ob_pool_size(pool), par, serial / par, same ? "equal" : "DIFFERENT");
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the tokens: compare builds */
+    for (int i = 0; i < rows; i++) h = (h ^ (uint32_t)a[i]) * 1099511628211ull;
+    printf("rows %d vocab %d: serial %.3f ms (%.4f ms a row), %d threads %.3f ms (%.2fx), tokens %s (hash %016llx)\n", rows,
+           vocab, serial, serial / rows, ob_pool_size(pool), par, serial / par, same ? "equal" : "DIFFERENT", (unsigned long long)h);
     ob_pool_free(pool);
     free(logits);
     free(a);

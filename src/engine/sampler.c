@@ -22,8 +22,9 @@
  *   top-p and min-p each keep a prefix of the sorted order, so their combination is the
  *   shorter prefix whichever runs first.
  * - Cost per call, V = n_vocab: one O(V) pass for the max (logits are read in place; with
- *   penalties on, copied first and only the window's tokens rewritten); top-k by a bounded
- *   heap (O(V) compares in practice, O(V log k) worst) then a heapsort of the k survivors.
+ *   penalties on, copied first and only the window's tokens rewritten); with top-k, instead,
+ *   the bounded heap's pass (O(V) compares in practice, O(V log k) worst; the max is among
+ *   the k) then a heapsort of the k survivors.
  *   Without top-k, top-p uses a histogram of probability mass by distance from the max logit
  *   (bins of 1/4 logit, one vectorised exp pass): only the tokens in the bin where the
  *   cumulative mass crosses top_p (and the next, as slack for rounding) are sorted; everything
@@ -411,13 +412,27 @@ int32_t ob_sampler_sample(ob_sampler_t *s, const float *logits) {
         apply_penalties(s, logits);
         l = s->w;
     }
-    float m;
-    int32_t am = argmax(l, V, &m);
-    if (p->temp <= 0.0f || m == -INFINITY) return am;
-
     ob_cand *c = s->cand;
-    int use_k = p->top_k > 0 && p->top_k < V;
-    int use_p = p->top_p < 1.0f;
+    const int use_k = p->top_k > 0 && p->top_k < V;
+    const int use_p = p->top_p < 1.0f;
+    float m;
+    int32_t n = 0, am;
+    if (p->temp > 0.0f && use_k) {
+        /* the k best first: the max logit (and its lowest id: later ids lose ties) is among
+         * them, so one pass over the logits, not two */
+        n = select_top_k(l, V, p->top_k, c);
+        if (n == 0) return argmax(l, V, &m); /* no finite logit */
+        m = c[0].w;
+        am = c[0].id;
+        for (int32_t j = 1; j < n; j++)
+            if (c[j].w > m || (c[j].w == m && c[j].id < am)) {
+                m = c[j].w;
+                am = c[j].id;
+            }
+    } else {
+        am = argmax(l, V, &m);
+        if (p->temp <= 0.0f || m == -INFINITY) return am;
+    }
     /* min-p as a logit threshold; clamped so the max itself always survives. Finite, so that
      * "l >= thr" also drops NaN and -inf. */
     float thr = -FLT_MAX;
@@ -427,9 +442,7 @@ int32_t ob_sampler_sample(ob_sampler_t *s, const float *logits) {
         if (thr < -FLT_MAX) thr = -FLT_MAX;
     }
 
-    int32_t n = 0;
-    if (use_k) {
-        n = select_top_k(l, V, p->top_k, c);
+    if (use_k) { /* c holds the k best (above) */
         if (use_p) {
             cand_sort(c, n);
             double z = 0.0, cum = 0.0;
