@@ -16,6 +16,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,7 +389,8 @@ static int sample_threads(const ob_model_t *m) {
     const char *e = getenv("OB_SAMPLE_THREADS");
     if (e && *e) return atoi(e) > 1 ? (atoi(e) < 64 ? atoi(e) : 64) : 1;
     if (!strcmp(m->be->name, "cpu")) return 1;
-    const long n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+    cpu_set_t cs; /* the cores this process may use (affinity, cpuset), else all online */
+    const long n = (sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : sysconf(_SC_NPROCESSORS_ONLN)) / 2;
     return n < 1 ? 1 : n > SAMPLE_THREADS_MAX ? SAMPLE_THREADS_MAX : (int)n;
 }
 
@@ -419,6 +421,7 @@ int ob_sched_new(ob_model_t *m, const ob_sched_params *p, ob_sched_t **out, char
     s->out_ev = malloc((size_t)s->n_batch * sizeof(ob_token_event));
     const int nth = sample_threads(m);
     if (nth > 1) s->pool = ob_pool_new(nth); /* NULL: the scheduler thread samples */
+    ob_pool_set_spin(s->pool, 100000); /* one job a step, milliseconds apart: poll 0.1 ms, then sleep */
     s->work = malloc((size_t)ob_pool_size(s->pool) * s->n_vocab * sizeof(float));
     s->eog = malloc((size_t)s->n_vocab * sizeof(int32_t));
     for (int32_t t = 0; s->eog && t < s->n_vocab; t++)

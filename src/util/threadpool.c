@@ -1,7 +1,7 @@
 /* threadpool.c — persistent workers woken by a generation counter.
  *
  * A decode step issues a few hundred small ops, so waking the workers must cost far less than
- * an op. Workers spin on the counter with a pause instruction (about SPIN_NS), yielding the
+ * an op. Workers spin on the counter with a pause instruction (SPIN_NS by default), yielding the
  * core now and then in case it is oversubscribed, and only then sleep on a condition variable.
  * ob_pool_run takes the mutex and signals only when some worker is actually asleep (the
  * `sleeping` count), so a run on a hot pool is one atomic increment to start it and one
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define SPIN_NS 2000000L   /* how long an idle worker polls before sleeping (2 ms) */
+#define SPIN_NS 2000000L   /* how long an idle worker polls before sleeping by default (2 ms) */
 #define YIELD_EVERY 256    /* polls (pause: ~40-140 cycles each) between sched_yield calls */
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -43,6 +43,7 @@ struct ob_pool {
     atomic_int stop;
     ob_pool_fn fn;
     void *ctx;
+    long spin_ns;                /* how long an idle worker polls before sleeping */
 };
 
 typedef struct { ob_pool *p; int ith; } worker_arg;
@@ -68,7 +69,7 @@ static void *worker_main(void *arg) {
                 g = atomic_load_explicit(&p->generation, memory_order_acquire);
                 if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
                 if (spins % YIELD_EVERY == 0) {
-                    if (now_ns() - t0 > SPIN_NS) break;
+                    if (now_ns() - t0 > p->spin_ns) break;
                     sched_yield();
                 }
             }
@@ -91,6 +92,7 @@ ob_pool *ob_pool_new(int n_threads) {
     ob_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads < 1 ? 1 : n_threads;
+    p->spin_ns = SPIN_NS;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = calloc((size_t)p->n, sizeof *p->threads);
@@ -124,6 +126,10 @@ void ob_pool_free(ob_pool *p) {
 }
 
 int ob_pool_size(const ob_pool *p) { return p ? p->n : 1; }
+
+void ob_pool_set_spin(ob_pool *p, long ns) {
+    if (p) p->spin_ns = ns < 0 ? 0 : ns;
+}
 
 void ob_pool_run(ob_pool *p, ob_pool_fn fn, void *ctx) {
     if (!p || p->n == 1) {

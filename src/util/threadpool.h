@@ -13,6 +13,9 @@ typedef void (*ob_pool_fn)(void *ctx, int ith, int nth);
 ob_pool *ob_pool_new(int n_threads);
 void ob_pool_free(ob_pool *p);
 int ob_pool_size(const ob_pool *p);
+/* How long idle workers poll for the next job before sleeping (default 2 ms; set it before the
+ * first run): short for a pool with one job per GPU step, where spinning would burn the cores. */
+void ob_pool_set_spin(ob_pool *p, long ns);
 /* Runs fn(ctx, i, n) on every thread i in [0, n), returning when all are done. */
 void ob_pool_run(ob_pool *p, ob_pool_fn fn, void *ctx);
 

@@ -260,11 +260,15 @@ static void ban_accept(void *user, int32_t token) { ((ban_t *)user)->accepted++;
 enum { NS = 6, NSGEN = 10 };
 static void sample_run(ob_model_t *m, const char *threads, int32_t toks[NS][MAXGEN], float lps[NS][MAXGEN], int acc[NS]) {
     char err[256];
+    const char *had = getenv("OB_SAMPLE_THREADS");
+    char *keep = had ? strdup(had) : NULL; /* the caller's setting, back after */
     setenv("OB_SAMPLE_THREADS", threads, 1);
     ob_sched_params sp = {NS, 48, 64, 16};
     ob_sched_t *s = NULL;
     CHECK_EQ_INT(ob_sched_new(m, &sp, &s, err, sizeof err), 0);
-    unsetenv("OB_SAMPLE_THREADS");
+    if (keep) setenv("OB_SAMPLE_THREADS", keep, 1);
+    else unsetenv("OB_SAMPLE_THREADS");
+    free(keep);
     if (!s) return;
     int32_t prompt[NS][4];
     ban_t ban[NS];
