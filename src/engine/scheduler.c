@@ -387,7 +387,10 @@ static void *sched_main(void *arg) {
  * (llama.cpp's default chain), 2.5-3.8 ms for a step of 64 streams on one thread. */
 static int sample_threads(const ob_model_t *m) {
     const char *e = getenv("OB_SAMPLE_THREADS");
-    if (e && *e) return atoi(e) > 1 ? (atoi(e) < 64 ? atoi(e) : 64) : 1;
+    if (e && *e) {
+        const int v = atoi(e);
+        return v < 1 ? 1 : v > 64 ? 64 : v;
+    }
     if (!strcmp(m->be->name, "cpu")) return 1;
     cpu_set_t cs; /* the cores this process may use (affinity, cpuset), else all online */
     const long n = (sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : sysconf(_SC_NPROCESSORS_ONLN)) / 2;

@@ -500,6 +500,17 @@ static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, 
     free(h);
 }
 
+/* BitNet's quantizer on x (host) / dx (device) into y / dy: equal inputs give equal codes. */
+static void act_quant_vs_cpu(ob_backend *g, ob_backend *c, const float *x, void *dx, float *y, void *dy, int n, int dim,
+                             const char *what) {
+    const size_t nd = (size_t)n * dim;
+    memcpy(y, x, nd * 4);
+    c->act_quant_i8(c, y, n, dim);
+    g->copy(g, dy, dx, nd * 4);
+    g->act_quant_i8(g, dy, n, dim);
+    cmp_dev(g, dy, y, nd, 0, what);
+}
+
 static void test_row_ops(ob_backend *g, ob_backend *c) {
     int n = 5, dim = 1000;
     size_t nd = (size_t)n * dim;
@@ -532,12 +543,7 @@ static void test_row_ops(ob_backend *g, ob_backend *c) {
         g->dealloc(g, dg);
         free(gt);
     }
-    /* BitNet's quantizer: equal inputs give equal codes */
-    memcpy(y, x, nd * 4);
-    c->act_quant_i8(c, y, n, dim);
-    g->copy(g, dy, dx, nd * 4);
-    g->act_quant_i8(g, dy, n, dim);
-    cmp_dev(g, dy, y, nd, 0, "act_quant_i8");
+    act_quant_vs_cpu(g, c, x, dx, y, dy, n, dim, "act_quant_i8");
     g->dealloc(g, dx);
     g->dealloc(g, dx2);
     g->dealloc(g, dw);
@@ -562,11 +568,7 @@ static void test_row_ops_wide(ob_backend *g, ob_backend *c) {
             c->rmsnorm(c, x, w, y, n, dim, 1e-5f);
             g->rmsnorm(g, dx, dw, dy, n, dim, 1e-5f);
             cmp_dev(g, dy, y, nd, 1e-5, "rmsnorm (wide rows)");
-            memcpy(y, x, nd * 4);
-            c->act_quant_i8(c, y, n, dim);
-            g->copy(g, dy, dx, nd * 4);
-            g->act_quant_i8(g, dy, n, dim);
-            cmp_dev(g, dy, y, nd, 0, "act_quant_i8 (wide rows)");
+            act_quant_vs_cpu(g, c, x, dx, y, dy, n, dim, "act_quant_i8 (wide rows)");
             g->dealloc(g, dx);
             g->dealloc(g, dw);
             g->dealloc(g, dy);
