@@ -13,7 +13,7 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/deps/include" "$T/deps/lib" .gpu .peer/zstd
 cp -r /usr/include/jansson.h /usr/include/jansson_config.h /usr/include/microhttpd.h /usr/include/pcre2.h \
       /usr/include/utf8proc.h /usr/include/unicode /usr/include/x86_64-linux-gnu/curl "$T/deps/include/"
-for l in $(ldd build/1bit | awk '$3 ~ /^\// {print $3}' | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux|libresolv|libcuda|libcudart|libcublas)'); do
+for l in $(ldd build/1bit | awk '$3 ~ /^\// {print $3}' | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux-x86-64|libresolv|libcuda|libcudart|libcublas|libcublasLt)\.so'); do
     cp -L "$l" "$T/deps/lib/"
 done
 (cd "$T/deps/lib" && for n in microhttpd curl jansson pcre2-8 utf8proc icuuc; do ln -sf "$(ls lib$n.so.* | head -1)" lib$n.so; done)
