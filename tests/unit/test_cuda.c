@@ -710,6 +710,76 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
     free(o1); free(o2); free(c1); free(c2); free(q); free(k); free(v); free(rows); free(pos); free(seq);
 }
 
+/* The decode attention's codes for `wo` (the default) against the quantizer's (goff:
+ * OB_CUDA_ATTN_CODES=0): n tokens of one sequence, attention then `wo` as matmul_add. Random cache
+ * rows (kind 0): the output and `wo`'s result bit for bit (every row takes block scales either
+ * way). Kind 1, every V row on one int8 grid and each token at position 0, so that its output is
+ * position 0's row and lies on the grid of its max: the quantizer gives that row one scale, the
+ * attention block scales, so the output is the same bits and `wo`'s result close (1e-2 of its
+ * largest value: a row's codes at two scales). Contexts with one span or several (the merge
+ * writes the output). */
+static void check_attn_codes(ob_backend *g, ob_backend *goff, int type, int hd, int n_ctx, int n, int kind, int wtype) {
+    const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, dim = n_head * hd, n_out = 77;
+    const size_t rb = ob_type_row_size(type, kvd), cb = (size_t)n_ctx * rb;
+    ob_backend *bs[2] = {g, goff};
+    float *rows = randf((size_t)n_ctx * kvd, 1.0f), *q = randf((size_t)n * dim, 1.0f), *y = randf((size_t)n * n_out, 1.0f);
+    if (kind) { /* multiples of 0.37 up to 127 of them, and 127 once: the grid of the row's max */
+        for (size_t i = 0; i < (size_t)n_ctx * kvd; i++) rows[i] = 0.37f * (float)((int)(rows[i] * 40.0f) % 128);
+        rows[0] = 0.37f * 127.0f;
+    }
+    int32_t *pos = malloc((size_t)n_ctx * 4), *seq = calloc((size_t)n_ctx, 4), *tp = malloc((size_t)n * 4), *ts = calloc((size_t)n, 4);
+    for (int p = 0; p < n_ctx; p++) pos[p] = p;
+    for (int i = 0; i < n; i++) tp[i] = kind ? 0 : i ? rint_in(0, n_ctx - 1) : n_ctx - 1;
+    void *wq = random_quantized(wtype, dim, n_out, 0);
+    float *res[2][2];
+    for (int k = 0; k < 2; k++) {
+        ob_backend *b = bs[k];
+        uint8_t *zero = calloc(1, cb);
+        void *kc = dev_copy(b, zero, cb), *vc = dev_copy(b, zero, cb), *dr = dev_copy(b, rows, (size_t)n_ctx * kvd * 4);
+        free(zero);
+        b->kv_write(b, kc, type, dr, n_ctx, kvd, n_ctx, pos, seq);
+        b->kv_write(b, vc, type, dr, n_ctx, kvd, n_ctx, pos, seq);
+        void *dq = dev_copy(b, q, (size_t)n * dim * 4), *dout = dev_nan(b, (size_t)n * dim), *dy = dev_copy(b, y, (size_t)n * n_out * 4);
+        ob_attn_args a = {dq, dout, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, tp, ts, 1.0f / sqrtf((float)hd)};
+        b->attention(b, &a);
+        ob_weight w = weight_on(b, wtype, dim, n_out, wq);
+        b->matmul_add(b, &w, dout, dy, n);
+        res[k][0] = dev_get(b, dout, (size_t)n * dim);
+        res[k][1] = dev_get(b, dy, (size_t)n * n_out);
+        void *bufs[] = {kc, vc, dr, dq, dout, dy, (void *)w.data};
+        for (int i = 0; i < 7; i++) b->dealloc(b, bufs[i]);
+    }
+    const size_t ny = (size_t)n * n_out;
+    double big = 0.0;
+    for (size_t i = 0; i < ny; i++) big = fmax(big, fabs(res[1][1][i]));
+    const int same_out = !memcmp(res[0][0], res[1][0], (size_t)n * dim * 4), same_y = !memcmp(res[0][1], res[1][1], ny * 4);
+    const double dy = max_abs_diff(res[0][1], res[1][1], ny);
+    const int ok = same_out && (kind ? dy <= 1e-2 * big : same_y);
+    if (!ok || ob_test_verbose)
+        fprintf(stderr, "  cuda attention codes %s hd=%d ctx=%d n=%d kind %d, wo %s: output %s, wo %s (max diff %.3g of %.3g)\n",
+                ob_type_name(type), hd, n_ctx, n, kind, ob_type_name(wtype), same_out ? "same bits" : "DIFFERENT",
+                same_y ? "same bits" : "differs", dy, big);
+    CHECK(ok);
+    for (int k = 0; k < 2; k++) { free(res[k][0]); free(res[k][1]); }
+    free(wq); free(rows); free(q); free(y); free(pos); free(seq); free(tp); free(ts);
+}
+
+static void test_attn_codes(ob_backend *g) {
+    ob_backend *goff = gpu_new_with("OB_CUDA_ATTN_CODES", "0");
+    CHECK(goff != NULL);
+    if (!goff) return;
+    static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
+    for (int k = 0; k < 3; k++) {
+        check_attn_codes(g, goff, kv_types[k], 64, 9, 1, 0, OB_TYPE_Q4_0);
+        check_attn_codes(g, goff, kv_types[k], 128, 3000, 1, 0, OB_TYPE_Q4_K); /* split spans: the merge writes */
+        check_attn_codes(g, goff, kv_types[k], 32, 300, 5, 0, OB_TYPE_Q8_0);
+        check_attn_codes(g, goff, kv_types[k], 64, 700, 32, 0, OB_TYPE_TQ2_0); /* the most tokens the codes serve */
+    }
+    check_attn_codes(g, goff, OB_TYPE_F32, 64, 5, 1, 1, OB_TYPE_Q4_0);
+    check_attn_codes(g, goff, OB_TYPE_F32, 128, 5, 3, 1, OB_TYPE_Q8_0);
+    gpu_free(goff);
+}
+
 /* prompt: the n tokens are one sequence's last n positions (a prompt chunk), else random
  * positions of random sequences */
 static double attn_tol = 2e-5; /* max |diff| against the CPU reference (the tensor-core kernel: f16 Q and P) */
@@ -928,6 +998,7 @@ OB_SUITE(cuda_kernels) {
     test_row_ops(g, c);
     test_row_ops_wide(g, c);
     test_rope(g, c);
+    test_attn_codes(g);
     static const int kv_types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
     CHECK(g->rope_kv != NULL);
     for (int k = 0; g->rope_kv && k < 3; k++)
@@ -1056,6 +1127,15 @@ static void test_rope_attention_engine(void) {
     CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
 }
 
+/* The engine with the decode attention's codes for `wo` (the default) and the quantizer's
+ * (OB_CUDA_ATTN_CODES=0): the same logits, bit for bit (no random row lies on an int8 grid; head
+ * sizes 64 and 32; BitNet, whose sub-norm makes its own codes after the attention). */
+static void test_attn_codes_engine(void) {
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
+}
+
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
  * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
@@ -1093,6 +1173,7 @@ OB_SUITE(cuda_golden) {
     test_rope_attention_engine();
     test_rows_wpre_engine();
     test_gv_hold_engine();
+    test_attn_codes_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

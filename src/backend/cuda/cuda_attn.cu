@@ -12,7 +12,9 @@
  * that many spans (at least AT_SPAN_MIN long) on the device. Cache rows of f32, f16 or q8_0 are
  * read directly (q8_0: lane d reads byte d % 32 of block d / 32). For decode steps whose tokens
  * are of distinct sequences the same kernel also does rope_kv's work (cu_rope_attention,
- * cuda_attn.cuh's at_rope): one launch less per layer.
+ * cuda_attn.cuh's at_rope): one launch less per layer. For decode-sized batches the kernel also
+ * writes its output's int8 codes for `wo` (cuda_attn.cuh's at_codes; OB_CUDA_ATTN_CODES=0 turns it
+ * off): no quantizer launch between attention and `wo`.
  * Prompts (unless OB_CUDA_ATTN_TILES=0): f16 caches with head size 64 or 128 go to the tensor
  * cores (cuda_attn_mma.cu) unless OB_CUDA_ATTN_TILES=f32; the rest take k_attn_blk: 64
  * consecutive tokens of one sequence per block, the cache walked in tiles of 64 positions held in
@@ -31,7 +33,7 @@
 #include "backend/cuda/cuda_int.h"
 
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
-                                                          float *part, int *cnt, at_rope ro) {
+                                                          float *part, int *cnt, at_rope ro, at_codes cd) {
     __shared__ at_smem sh;
     __shared__ at_rope_smem rs;
     /* positions come from a copy ordered before the previous kernel: the blocks past a token's
@@ -40,7 +42,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
     if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
     if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
     cu_dep();
-    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs);
+    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, cd);
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -261,14 +263,20 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
+/* Launches the split kernel; with s->attn_codes, for batches the int8 decode matmul takes and
+ * heads of whole 32-element blocks, it also makes the output's codes (at_codes) in the codes
+ * buffer and tags them (cu_xq_tag), so that `wo` needs no quantizer launch. */
 static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
-    const int kv_dim = a->n_head_kv * a->head_dim;
+    const int kv_dim = a->n_head_kv * a->head_dim, dim = a->n_head * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     const int n_split = cu_attn_splits(s, a);
+    at_codes cd = {};
+    if (s->attn_codes && a->n <= CU_GEMV_MAX && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
-              s->attn_cnt, ro);
+              s->attn_cnt, ro, cd);
+    cu_xq_tag(s, cd.q ? a->out : NULL, a->n, dim);
 }
 
 void cu_attention(cu_state *s, const ob_attn_args *a) {

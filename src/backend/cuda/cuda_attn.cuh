@@ -53,6 +53,26 @@ struct at_rope_smem {
     float cs[AT_MAXK * 32], q[AT_MAXK * 32], k[AT_MAXK * 32]; /* angles (rope_angles), the unrotated q and K heads */
 };
 
+/* The int8 codes of the attention's output for the projection after it (`wo`), made where the
+ * output is written (cu_attention: OB_CUDA_ATTN_CODES, on by default), so that no quantizer launch
+ * sits between attention and `wo`: each head's 32-element blocks at their own scale (quant_elem's
+ * block mode). The separate quantizer (quant_regs) would give a row that lies on the int8 grid of
+ * its max one scale for the whole row instead; an attention output never does but by construction
+ * (BitNet's on-grid rows come from act_quant_i8, which makes its own codes), and where one did, the
+ * block codes are the closer ones. Rows of n_head * head_dim values; q = NULL: none made. */
+struct at_codes {
+    int8_t *q;
+    float2 *xs;
+};
+
+/* Output element d of head h, token i: v stored (d < head_dim), and its code when c asks, which
+ * takes every lane of the warp, lane d % 32 of the 32 of d's block (head_dim a multiple of 32). */
+__device__ __forceinline__ void attn_out(const ob_attn_args &a, const at_codes &c, int i, int h, int d, float v) {
+    const size_t e = (size_t)h * a.head_dim + d, row = (size_t)a.n_head * a.head_dim;
+    if (d < a.head_dim) a.out[(size_t)i * row + e] = v;
+    if (c.q) quant_elem(v, (int)e, 0.0f, 0.0f, false, c.q + i * row, c.xs + i * (row / 32));
+}
+
 /* Query head h of token i against span split of its positions, by the calling group of AT_WARPS
  * warps (warp index (threadIdx.x / 32) % AT_WARPS; group_sync() synchronizes exactly that group);
  * spans past the token's ns return at once (uniformly: the whole group). With one span the group
@@ -60,7 +80,7 @@ struct at_rope_smem {
 template <typename SYNC>
 __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, float *part,
                                           int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync, const at_rope &ro,
-                                          at_rope_smem *rs) {
+                                          at_rope_smem *rs, const at_codes &cd = at_codes{}) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & (AT_WARPS - 1);
     const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
     /* this token's spans (attn_spans; the spans past the last non-empty one are empty); the
@@ -168,11 +188,10 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
         for (int k = 0; k < AT_MAXK; k++) o[k] += so[w][lane + 32 * k] * f;
     }
     if (ns == 1) {
-        float *out = a.out + ((size_t)i * a.n_head + h) * hd;
         const float inv = L > 0 ? 1.0f / L : 0.0f;
 #pragma unroll
         for (int k = 0; k < AT_MAXK; k++)
-            if (lane + 32 * k < hd) out[lane + 32 * k] = o[k] * inv;
+            if (32 * k < hd) attn_out(a, cd, i, h, lane + 32 * k, o[k] * inv);
         return;
     }
     float *pp = part + (((size_t)i * a.n_head + h) * n_split + split) * (hd + 2);
@@ -207,12 +226,13 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
     for (int o2 = 16; o2 > 0; o2 >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o2);
     __syncwarp();
     const float inv = L > 0 ? 1.0f / L : 0.0f;
-    float *out = a.out + ((size_t)i * a.n_head + h) * hd;
-    for (int d = lane; d < hd; d += 32) {
+    for (int d0 = 0; d0 < hd; d0 += 32) { /* whole warps: one block of codes a step */
+        const int d = d0 + lane;
         float od = 0.0f;
+        if (d < hd)
 #pragma unroll 8
-        for (int sp = 0; sp < ns; sp++) od += __ldcg(pb + (size_t)sp * (hd + 2) + 2 + d) * wsp[sp];
-        out[d] = od * inv;
+            for (int sp = 0; sp < ns; sp++) od += __ldcg(pb + (size_t)sp * (hd + 2) + 2 + d) * wsp[sp];
+        attn_out(a, cd, i, h, d, od * inv);
     }
     if (lane == 0) cnt[(size_t)i * a.n_head + h] = 0;
 }

@@ -166,6 +166,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->gv_hold = !gh ? 1 : !strcmp(gh, "0") ? 0 : !strcmp(gh, "2") ? 2 : !strcmp(gh, "4") ? 4 : 1;
     const char *ra = getenv("OB_CUDA_ROPE_ATTN");
     s->rope_attn = !(ra && !strcmp(ra, "0"));
+    const char *ac = getenv("OB_CUDA_ATTN_CODES");
+    s->attn_codes = !(ac && !strcmp(ac, "0"));
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
