@@ -263,16 +263,19 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
-/* Launches the split kernel; with s->attn_codes, for batches the int8 decode matmul takes and
- * heads of whole 32-element blocks, it also makes the output's codes (at_codes) in the codes
- * buffer and tags them (cu_xq_tag), so that `wo` needs no quantizer launch. */
+/* Launches the split kernel. With s->attn_codes, when the output goes to a matmul as it is
+ * (out_to_matmul: not BitNet's, whose sub-norm makes codes of its own; making them there too cost
+ * 1.4% of tg128 on BitNet-2B TQ2_0, docs/bench.md run 11), for batches the int8 decode matmul
+ * takes and heads of whole 32-element blocks, it also makes the output's codes (at_codes) in the
+ * codes buffer and tags them (cu_xq_tag), so that `wo` needs no quantizer launch. */
 static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int kv_dim = a->n_head_kv * a->head_dim, dim = a->n_head * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     const int n_split = cu_attn_splits(s, a);
     at_codes cd = {};
-    if (s->attn_codes && a->n <= CU_GEMV_MAX && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
+    if (s->attn_codes && a->out_to_matmul && a->n <= CU_GEMV_MAX && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX)
+        cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
               s->attn_cnt, ro, cd);
