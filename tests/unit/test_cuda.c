@@ -1060,6 +1060,25 @@ OB_SUITE(cuda_kernels) {
         test_fused(gn);
         gpu_free(gn);
     }
+    /* the decode attention's instances for the head size with f16 caches fixed (OB_CUDA_ATTN_MK=1):
+     * against the CPU, and rope_attention against rope_kv + attention on it */
+    ob_backend *gm = gpu_new_with("OB_CUDA_ATTN_MK", "1");
+    CHECK(gm != NULL);
+    if (gm) {
+        static const int hds[] = {16, 32, 64, 96, 128, 256};
+        for (int k = 0; k < 6; k++) {
+            test_kv_attention(gm, c, OB_TYPE_F16, hds[k], 300, 3, 0);
+            test_kv_attention(gm, c, OB_TYPE_F16, hds[k], 3000, 1, 0); /* split spans */
+        }
+        test_kv_attention(gm, c, OB_TYPE_Q8_0, 64, 300, 3, 0);
+        for (int style = 0; style < 2; style++) {
+            test_rope_attention(gm, OB_TYPE_F16, style, 64, 64, 1, 7, 0);
+            test_rope_attention(gm, OB_TYPE_F16, style, 128, 128, 1, 3000, 0);
+            test_rope_attention(gm, OB_TYPE_F16, style, 32, 32, 3, 300, 1);
+        }
+        check_attn_codes(g, gm, OB_TYPE_F16, 64, 700, 5, 0, OB_TYPE_Q4_0); /* the same bits as the general instance */
+        gpu_free(gm);
+    }
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
@@ -1134,6 +1153,9 @@ static void test_attn_codes_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
+    /* the attention's instances for the head size (OB_CUDA_ATTN_MK=1): the same bits too */
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the

@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_attn.cuh"
 #include "backend/cuda/cuda_int.h"
 
+template <int MK, int KT>
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
                                                           float *part, int *cnt, at_rope ro, at_codes cd) {
     __shared__ at_smem sh;
@@ -42,7 +43,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
     if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
     if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
     cu_dep();
-    attn_span(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, cd);
+    attn_span<MK, KT>(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, cd);
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -277,8 +278,18 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     if (s->attn_codes && a->out_to_matmul && a->n <= CU_GEMV_MAX && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX)
         cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
-    cu_launch(s, ro.on ? "rope+attention" : "attention", grid, AT_WARPS * 32, 0, k_attn, *a, krb, vrb, khb, vhb, n_split, s->attn_part,
-              s->attn_cnt, ro, cd);
+    const char *what = ro.on ? "rope+attention" : "attention";
+#define AT_LAUNCH(MK, KT) cu_launch(s, what, grid, AT_WARPS * 32, 0, k_attn<MK, KT>, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt, ro, cd)
+    /* OB_CUDA_ATTN_MK=1: for f16 caches (the default) the kernel instance for the head size with the
+     * cache type fixed, a third of the code (run 11's Nsight Compute samples of the 1B's decode
+     * attention, head size 64 on the general instance: 24% of the warps' stalls waited for
+     * instructions to arrive) */
+    const int hd = a->head_dim;
+    if (!s->attn_mk || a->type_k != OB_TYPE_F16 || a->type_v != OB_TYPE_F16 || hd > 128) AT_LAUNCH(AT_MAXK, -1);
+    else if (hd > 64) AT_LAUNCH(4, OB_TYPE_F16);
+    else if (hd > 32) AT_LAUNCH(2, OB_TYPE_F16);
+    else AT_LAUNCH(1, OB_TYPE_F16);
+#undef AT_LAUNCH
     cu_xq_tag(s, cd.q ? a->out : NULL, a->n, dim);
 }
 

@@ -76,13 +76,17 @@ __device__ __forceinline__ void attn_out(const ob_attn_args &a, const at_codes &
 /* Query head h of token i against span split of its positions, by the calling group of AT_WARPS
  * warps (warp index (threadIdx.x / 32) % AT_WARPS; group_sync() synchronizes exactly that group);
  * spans past the token's ns return at once (uniformly: the whole group). With one span the group
- * writes the output; otherwise the last span of (i, h) to finish merges them (cnt, part). */
-template <typename SYNC>
+ * writes the output; otherwise the last span of (i, h) to finish merges them (cnt, part). MK: the
+ * head values a lane holds (head_dim <= 32 MK; AT_MAXK, or the fewest for the head size:
+ * cu_attention's OB_CUDA_ATTN_MK=1, the same arithmetic in less code); KT >= 0: the type of both
+ * caches, known at compile time (else a.type_k / a.type_v at run time). */
+template <int MK = AT_MAXK, int KT = -1, typename SYNC>
 __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, float *part,
                                           int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync, const at_rope &ro,
                                           at_rope_smem *rs, const at_codes &cd = at_codes{}) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & (AT_WARPS - 1);
     const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
+    const int tk = KT >= 0 ? KT : a.type_k, tv = KT >= 0 ? KT : a.type_v;
     /* this token's spans (attn_spans; the spans past the last non-empty one are empty); the
      * blocks past them end at once */
     const int np = a.pos[i] + 1, ns = attn_spans(a, n_split, i), span = (np + ns - 1) / ns;
@@ -105,15 +109,15 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
             const float *vin = ro.v + ((size_t)i * a.n_head_kv + kh) * hd;
             uint8_t *kd = (uint8_t *)kb + (size_t)a.pos[i] * krb, *vd = (uint8_t *)vb + (size_t)a.pos[i] * vrb;
             for (int e = gt; e < hd; e += AT_WARPS * 32) {
-                kv_put(kd, a.type_k, rope_elem(rs->k, e, rs->cs, ro.r), e);
-                kv_put(vd, a.type_v, vin[e], e);
+                kv_put(kd, tk, rope_elem(rs->k, e, rs->cs, ro.r), e);
+                kv_put(vd, tv, vin[e], e);
             }
             group_sync(); /* the group reads them below */
         }
     }
-    float qv[AT_MAXK], acc[AT_MAXK];
+    float qv[MK], acc[MK];
 #pragma unroll
-    for (int k = 0; k < AT_MAXK; k++) {
+    for (int k = 0; k < MK; k++) {
         const int d = lane + 32 * k;
         qv[k] = d < hd ? (ro.on ? rope_elem(rs->q, d, rs->cs, ro.r) : q[d]) * a.scale : 0.0f;
         acc[k] = 0.0f;
@@ -122,21 +126,21 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
     /* AT_UNROLL positions per step (p, p + AT_WARPS, ...): all their K and V loads are issued
      * before the scores need them */
     for (int p = p0 + warp; p < p1; p += AT_WARPS * AT_UNROLL) {
-        float sc[AT_UNROLL], vx[AT_UNROLL][AT_MAXK];
+        float sc[AT_UNROLL], vx[AT_UNROLL][MK];
 #pragma unroll
         for (int u = 0; u < AT_UNROLL; u++) {
             const int pu = p + u * AT_WARPS;
             sc[u] = 0.0f;
 #pragma unroll
-            for (int k = 0; k < AT_MAXK; k++) vx[u][k] = 0.0f;
+            for (int k = 0; k < MK; k++) vx[u][k] = 0.0f;
             if (pu < p1) {
                 const uint8_t *kr = kb + (size_t)pu * krb, *vr = vb + (size_t)pu * vrb;
 #pragma unroll
-                for (int k = 0; k < AT_MAXK; k++) {
+                for (int k = 0; k < MK; k++) {
                     const int d = lane + 32 * k;
                     if (d < hd) {
-                        vx[u][k] = kv_elem(vr, a.type_v, d);
-                        sc[u] = fmaf(qv[k], kv_elem(kr, a.type_k, d), sc[u]);
+                        vx[u][k] = kv_elem(vr, tv, d);
+                        sc[u] = fmaf(qv[k], kv_elem(kr, tk, d), sc[u]);
                     }
                 }
             }
@@ -158,7 +162,7 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
         }
         m = mn;
 #pragma unroll
-        for (int k = 0; k < AT_MAXK; k++) {
+        for (int k = 0; k < MK; k++) {
             const int d = lane + 32 * k;
             if (d >= hd) continue;
             float o = acc[k] * corr;
@@ -173,31 +177,31 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
     float(*so)[AT_MAXK * 32] = sh.o;
     if (lane == 0) { sm[warp] = m; sl[warp] = l; }
 #pragma unroll
-    for (int k = 0; k < AT_MAXK; k++) so[warp][lane + 32 * k] = acc[k];
+    for (int k = 0; k < MK; k++) so[warp][lane + 32 * k] = acc[k];
     group_sync();
     if (warp != 0) return;
     float M = -INFINITY;
     for (int w = 0; w < AT_WARPS; w++) M = fmaxf(M, sm[w]);
-    float L = 0.0f, o[AT_MAXK];
+    float L = 0.0f, o[MK];
 #pragma unroll
-    for (int k = 0; k < AT_MAXK; k++) o[k] = 0.0f;
+    for (int k = 0; k < MK; k++) o[k] = 0.0f;
     for (int w = 0; w < AT_WARPS; w++) {
         const float f = sm[w] == -INFINITY ? 0.0f : __expf(sm[w] - M);
         L += sl[w] * f;
 #pragma unroll
-        for (int k = 0; k < AT_MAXK; k++) o[k] += so[w][lane + 32 * k] * f;
+        for (int k = 0; k < MK; k++) o[k] += so[w][lane + 32 * k] * f;
     }
     if (ns == 1) {
         const float inv = L > 0 ? 1.0f / L : 0.0f;
 #pragma unroll
-        for (int k = 0; k < AT_MAXK; k++)
+        for (int k = 0; k < MK; k++)
             if (32 * k < hd) attn_out(a, cd, i, h, lane + 32 * k, o[k] * inv);
         return;
     }
     float *pp = part + (((size_t)i * a.n_head + h) * n_split + split) * (hd + 2);
     if (lane == 0) { pp[0] = M; pp[1] = L; }
 #pragma unroll
-    for (int k = 0; k < AT_MAXK; k++)
+    for (int k = 0; k < MK; k++)
         if (lane + 32 * k < hd) pp[2 + lane + 32 * k] = o[k];
     /* the last of the token's ns spans to finish merges them all, and resets the counter */
     __threadfence();

@@ -168,6 +168,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *ac = getenv("OB_CUDA_ATTN_CODES");
     s->attn_codes = !(ac && !strcmp(ac, "0"));
+    const char *mk = getenv("OB_CUDA_ATTN_MK");
+    s->attn_mk = mk && !strcmp(mk, "1");
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);
