@@ -16,7 +16,9 @@
 #            too), then tg128 of the 1-2B files (FILES="..." for fewer) with each binary, twice
 #            alternating
 #   stalls   Nsight Compute's stall reasons by source line of the decode attention (Llama-1B Q4_0)
-#            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/
+#            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/: the
+#            reports, their source pages as CSV and the lines with the most samples
+#            (bench/cuda/ncu_lines.py)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
@@ -96,11 +98,15 @@ stalls)
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
     S="--clock-control none --cache-control none --import-source yes --section SpeedOfLight --section WarpStateStats --section SourceCounters"
     waitfor bn-q4_0.gguf # after bn-i2_s
-    timeout 150 $NCU $S --kernel-name regex:k_attn --launch-skip 1700 --launch-count 2 ./build-b/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 128 -r 1 \
-        --device cuda > $OUT/stalls-attn.txt 2>&1
-    timeout 150 $NCU $S --kernel-name regex:k_rows --launch-skip 240 --launch-count 4 ./build-b/1bit bench -m $M/bn-i2_s.gguf -p 0 -n 16 -r 1 \
-        --device cuda > $OUT/stalls-rows.txt 2>&1
-    grep -E "Duration|SM Active|Stall (Barrier|Wait|Long|Short)" $OUT/stalls-*.txt ;;
+    timeout 150 $NCU $S --kernel-name regex:k_attn --launch-skip 1700 --launch-count 1 -o /tmp/attn ./build-b/1bit bench -m $M/l1b-Q4_0.gguf \
+        -p 0 -n 128 -r 1 --device cuda > $OUT/stalls-attn.txt 2>&1
+    timeout 150 $NCU $S --kernel-name regex:k_rows --launch-skip 240 --launch-count 3 -o /tmp/rows ./build-b/1bit bench -m $M/bn-i2_s.gguf \
+        -p 0 -n 16 -r 1 --device cuda > $OUT/stalls-rows.txt 2>&1
+    for r in attn rows; do
+        $NCU --import /tmp/$r.ncu-rep --page details >> $OUT/stalls-$r.txt 2>&1
+        $NCU --import /tmp/$r.ncu-rep --page source --csv --print-source cuda,sass > /tmp/$r-src.csv 2>&1
+        python3 bench/cuda/ncu_lines.py /tmp/$r-src.csv 25 | tee $OUT/$r-lines.txt
+    done ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512
