@@ -5,7 +5,10 @@
 # pp4096; 3 repetitions, engines alternating per file). `serve`: the transformers baseline and
 # serving throughput (1bit serve vs llama-server, 64 slots each, the same 1B Q4_0 file,
 # 1bit bench --url --compare at 1/8/32/64 streams). `serveab`: the same sweep, 1bit's build/
-# against build-b/ of `h200_test.sh abbuild DEFS` (a build option, e.g. -DOB_CUDA_LD16=0). Raw results under $OUT.
+# against build-b/ of `h200_test.sh abbuild DEFS` (a build option, e.g. -DOB_CUDA_LD16=0). `batched`:
+# batched decode without HTTP, 1bit bench -d 128 -npl 1,8,32,64 -n 64 against llama-batched-bench
+# -npp 128 -ntg 64 -npl 1,8,32,64 (S_TG: every sequence's tokens over the generation time; one run,
+# no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files. Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
@@ -16,6 +19,17 @@ ob() { ./build/1bit bench -m $M/$1 -p 512,4096 -n 128 -r 3 --device cuda -o json
        python3 -c "import sys,json;[print('1bit',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
 lb() { LD_LIBRARY_PATH= $LB -m $M/$1 -p 512,4096 -n 128 -r 3 -ngl 99 -fa on -o jsonl 2>>$OUT/err.log | tee -a $OUT/lb.jsonl |
        python3 -c "import sys,json;[print('llama.cpp',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
+if [ "$1" = batched ]; then
+    LBB=/tmp/llsrc/b/bin/llama-batched-bench
+    for f in l1b-Q4_0 l1b-Q4_K_M l8b-Q4_K_M; do
+        ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -d 128 -npl 1,8,32,64 -r 3 --device cuda -o jsonl 2>>$OUT/err.log |
+            python3 -c "import sys,json;[print('1bit',sys.argv[1],r['n_parallel'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $f
+        LD_LIBRARY_PATH= $LBB -m $M/$f.gguf -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,8,32,64 \
+            --output-format jsonl 2>>$OUT/err.log | grep '^{' |
+            python3 -c "import sys,json;[print('llama.cpp',sys.argv[1],r['pl'],round(r['speed_tg'],1)) for r in map(json.loads,sys.stdin)]" $f
+    done | tee $OUT/batched.txt
+    exit 0
+fi
 if [ "$1" = tables ]; then
 for f in l1b-Q4_0 l1b-Q4_K_M l1b-f16 bn-q4_0 l8b-Q4_K_M l8b-Q8_0; do ob $f.gguf; lb $f.gguf; done | tee $OUT/table.txt
 for f in bn-tq2_0 bn-tq1_0 bn-i2_s; do ob $f.gguf; done | tee -a $OUT/table.txt

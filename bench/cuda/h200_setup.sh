@@ -15,7 +15,7 @@ M=/tmp/m; mkdir -p $M
   $Z -dc .peer/llama.tar.zst | tar xf - -C /tmp && cd /tmp/llsrc && unset C_INCLUDE_PATH LIBRARY_PATH LD_LIBRARY_PATH &&
   nice -n 10 cmake -B b -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release >/tmp/llama-cmake.log 2>&1 &&
-  nice -n 10 cmake --build b -j12 --target llama-bench llama-server >/tmp/llama-build.log 2>&1 && echo "llama.cpp built"
+  nice -n 10 cmake --build b -j12 --target llama-bench llama-server llama-batched-bench >/tmp/llama-build.log 2>&1 && echo "llama.cpp built"
 ) &
 OB=./build/1bit
 r() { [ -f $M/$2 ] || nice -n 5 $OB convert --random bench/configs/$1 -o $M/$2 --type $3 >/dev/null 2>&1 || echo "convert $2 failed"; }

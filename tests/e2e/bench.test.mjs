@@ -4,13 +4,14 @@
 // XML/SVG, `--compare` measures two servers in one run, `--api completions` uses /v1/completions
 // (both servers, and a fake one that checks the body), `bench plot` overlays files, and bad
 // targets (unreachable, not JSON, not a stream, cut streams, HTTP errors) give reasons, not crashes.
+// Also the model benchmark's depth (-d) and parallel sequences (-npl): its test matrix and labels.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { BIN, TMP, startServer } from './helpers.mjs';
+import { BIN, DEMO_MODEL, TMP, startServer } from './helpers.mjs';
 
 const srv = await startServer(['--metrics', '-np', '4']);
 const srv2 = await startServer(['-np', '2']);
@@ -373,4 +374,24 @@ test('bad targets and failing requests: clear messages and counted reasons', asy
     assert.equal(r.code, 1);
     assert.match(r.stderr, /the warm-up request to .* failed: .*not an event stream/);
   } finally { fake.close(); }
+});
+
+test('bench -m: -d fills the cache first, -npl decodes sequences together; the matrix, labels and bad counts', async () => {
+  const r = await run(['bench', '-m', DEMO_MODEL, '-p', '8', '-n', '4', '-d', '0,5', '-npl', '1,3', '-r', '2', '-o', 'json']);
+  assert.equal(r.code, 0, r.stderr);
+  const rows = JSON.parse(r.stdout);
+  const got = rows.map((x) => `${x.n_prompt}/${x.n_gen}/${x.n_depth}/${x.n_parallel}`);
+  assert.deepEqual(got, ['8/0/0/1', '0/4/0/1', '0/4/0/3', '8/0/5/1', '0/4/5/1', '0/4/5/3']);
+  for (const x of rows) {
+    assert.equal(x.samples_ts.length, 2);
+    assert.ok(x.avg_ts > 0 && x.samples_ts.every((v) => v > 0), JSON.stringify(x));
+  }
+  const md = await run(['bench', '-m', DEMO_MODEL, '-p', '0', '-n', '4', '-d', '5', '-npl', '3', '-r', '1']);
+  assert.equal(md.code, 0, md.stderr);
+  assert.match(md.stdout, /\| tg4 x3 @ d5 \| [0-9.]+ ± [0-9.]+ \|/);
+  for (const bad of [['-npl', '0'], ['-npl', '9', '-b', '8'], ['-d', 'x']]) {
+    const e = await run(['bench', '-m', DEMO_MODEL, '-p', '0', '-n', '2', '-r', '1', ...bad]);
+    assert.equal(e.code, 2, `${bad.join(' ')}: ${e.stderr}`);
+    assert.match(e.stderr, /bench: /);
+  }
 });
