@@ -51,8 +51,9 @@ typedef struct {
     const int32_t *pos; /* [n] token i attends to positions 0..pos[i] of sequence seq[i] */
     const int32_t *seq; /* [n] */
     float scale;        /* usually 1/sqrt(head_dim) */
-    int out_to_matmul;  /* 1: out is the next matmul's input as it is (no op between them writes it): a
-                         * backend may prepare it for that matmul too (CUDA: its int8 codes) */
+    const ob_weight *out_to; /* the weight of the matmul that reads out next as it is (NULL: none, or an
+                              * op comes between): a backend may prepare out for it too (CUDA: the
+                              * int8 codes of the types that take them) */
 } ob_attn_args;
 
 /* One decoder layer for one token (layer_decode below): the pre-norm attention block, then

@@ -270,7 +270,7 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     const ob_layer *L = &m->layers[il];
     int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
     /* wo reads the attention's output unchanged unless a sub-norm or act_quant_i8 comes between */
-    const int to_wo = !L->attn_sub_norm && !(m->arch->flags & OB_ARCH_ACT_QUANT);
+    const ob_weight *to_wo = !L->attn_sub_norm && !(m->arch->flags & OB_ARCH_ACT_QUANT) ? &L->wo : NULL;
     ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
                       hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim), to_wo};
     /* one token of a layer without biases or Q/K norms, nobody observing: one backend call when it

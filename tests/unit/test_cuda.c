@@ -621,7 +621,7 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
     g->rope(g, k1, n, n_head_kv, hd, pos, &r);
     g->kv_write(g, kc1, type, k1, n, kvd, n_ctx, pos, seq);
     g->kv_write(g, vc1, type, dv, n, kvd, n_ctx, pos, seq);
-    ob_attn_args a = {NULL, NULL, kc2, vc2, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 0.125f, 0};
+    ob_attn_args a = {NULL, NULL, kc2, vc2, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 0.125f, NULL};
     g->rope_kv(g, &a, q2, k2, dv, &r);
     float *h1 = dev_get(g, q1, qn), *h2 = dev_get(g, q2, qn), *h3 = dev_get(g, k1, kn), *h4 = dev_get(g, k2, kn);
     CHECK(memcmp(h1, h2, qn * 4) == 0);
@@ -677,7 +677,7 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
         dk[c] = dev_copy(g, k, kn * 4);
         dout[c] = dev_nan(g, qn);
     }
-    ob_attn_args a = {dq[0], dout[0], kc[0], vc[0], type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), 0};
+    ob_attn_args a = {dq[0], dout[0], kc[0], vc[0], type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), NULL};
     g->rope_kv(g, &a, dq[0], dk[0], dv, &r);
     g->attention(g, &a);
     ob_attn_args b = a;
@@ -740,9 +740,9 @@ static void check_attn_codes(ob_backend *g, ob_backend *goff, int type, int hd, 
         b->kv_write(b, kc, type, dr, n_ctx, kvd, n_ctx, pos, seq);
         b->kv_write(b, vc, type, dr, n_ctx, kvd, n_ctx, pos, seq);
         void *dq = dev_copy(b, q, (size_t)n * dim * 4), *dout = dev_nan(b, (size_t)n * dim), *dy = dev_copy(b, y, (size_t)n * n_out * 4);
-        ob_attn_args a = {dq, dout, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, tp, ts, 1.0f / sqrtf((float)hd), 1};
-        b->attention(b, &a);
         ob_weight w = weight_on(b, wtype, dim, n_out, wq);
+        ob_attn_args a = {dq, dout, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, tp, ts, 1.0f / sqrtf((float)hd), &w};
+        b->attention(b, &a);
         b->matmul_add(b, &w, dout, dy, n);
         res[k][0] = dev_get(b, dout, (size_t)n * dim);
         res[k][1] = dev_get(b, dy, (size_t)n * n_out);
@@ -819,9 +819,9 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     pos[0] = n_ctx - 1;
     for (int i = 0; prompt && i < n; i++) { pos[i] = n_ctx - n + i; seq[i] = 1; }
     void *dq = dev_copy(g, q, qn * 4), *dout = dev_nan(g, qn);
-    ob_attn_args a = {q, out, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), 0};
+    ob_attn_args a = {q, out, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), NULL};
     c->attention(c, &a);
-    ob_attn_args ag = {dq, dout, dk, dv, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, a.scale, 0};
+    ob_attn_args ag = {dq, dout, dk, dv, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, a.scale, NULL};
     g->attention(g, &ag);
     char what[96];
     snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d%s", ob_type_name(type), hd, n_ctx, n, prompt ? " prompt" : "");
@@ -882,7 +882,7 @@ static ob_layer_args layer_on(ob_backend *g, const layer_case *lc, const ob_weig
                        lc->bitnet ? norms[2] : NULL, lc->bitnet ? norms[3] : NULL, 1e-5f, lc->bitnet,
                        lc->bitnet ? OB_ACT_RELU2 : OB_ACT_SILU,
                        {NULL, NULL, dev_copy(g, zero, cb), dev_copy(g, zero, cb), lc->kv_type, lc->kv_type, 1, lc->n_head, lc->n_kv,
-                        lc->hd, lc->n_ctx, pos, seq, 1.0f / sqrtf((float)lc->hd), 0},
+                        lc->hd, lc->n_ctx, pos, seq, 1.0f / sqrtf((float)lc->hd), NULL},
                        r};
     l.attn.q = l.q;
     l.attn.out = l.att;

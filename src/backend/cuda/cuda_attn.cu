@@ -264,18 +264,20 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
-/* Launches the split kernel. With s->attn_codes, when the output goes to a matmul as it is
- * (out_to_matmul: not BitNet's, whose sub-norm makes codes of its own; making them there too cost
- * 1.4% of tg128 on BitNet-2B TQ2_0, docs/bench.md run 11), for batches the int8 decode matmul
- * takes and heads of whole 32-element blocks, it also makes the output's codes (at_codes) in the
- * codes buffer and tags them (cu_xq_tag), so that `wo` needs no quantizer launch. */
+/* Launches the split kernel. With s->attn_codes, when the output goes as it is to a matmul whose
+ * type reads int8 codes of it (out_to: not BitNet's, whose sub-norm makes codes of its own, which
+ * cost 1.4% of tg128 on BitNet-2B TQ2_0 when made there too; not f16 / bf16 / f32, -0.5% on the
+ * 1B F16; not lean4, which quantizes its rotated input; docs/bench.md run 11), for batches the
+ * int8 decode matmul takes and heads of whole 32-element blocks, it also makes the output's codes
+ * (at_codes) in the codes buffer and tags them (cu_xq_tag), so that `wo` needs no quantizer. */
 static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int kv_dim = a->n_head_kv * a->head_dim, dim = a->n_head * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     const int n_split = cu_attn_splits(s, a);
     at_codes cd = {};
-    if (s->attn_codes && a->out_to_matmul && a->n <= CU_GEMV_MAX && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX)
+    const int codes_in = a->out_to && cu_q8_type(a->out_to->type) && a->out_to->type != OB_TYPE_LEAN4;
+    if (s->attn_codes && codes_in && a->n <= CU_GEMV_MAX && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX)
         cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     const char *what = ro.on ? "rope+attention" : "attention";
