@@ -313,9 +313,10 @@ static int st_parse_file(ob_st_t *st, int fi, char *err, size_t errlen) {
 
     /* Overlap: after sorting by begin, a non-empty range must start at or after the furthest
      * end seen so far. Empty ranges hold no bytes and overlap nothing. */
-    st_entry *es = st->entries + first;
     int64_t n = st->n_entries - first;
-    if (n > 1) qsort(es, (size_t)n, sizeof *es, st_cmp_offset);
+    if (n < 2) return 0; /* nothing to overlap (and no entries array yet when the header is "{}") */
+    st_entry *es = st->entries + first;
+    qsort(es, (size_t)n, sizeof *es, st_cmp_offset);
     int64_t far = -1; /* entry with the furthest end */
     for (int64_t i = 0; i < n; i++) {
         if (es[i].begin == es[i].end) continue;
