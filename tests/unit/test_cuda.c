@@ -1079,6 +1079,21 @@ OB_SUITE(cuda_kernels) {
         check_attn_codes(g, gm, OB_TYPE_F16, 64, 700, 5, 0, OB_TYPE_Q4_0); /* the same bits as the general instance */
         gpu_free(gm);
     }
+    /* ... and with q loaded and rotated in registers (OB_CUDA_ATTN_MK=2): both RoPE styles, full
+     * rotation (pairs in registers or neighbour lanes) and partial (NEOX falls back), one span
+     * and several */
+    ob_backend *gq2 = gpu_new_with("OB_CUDA_ATTN_MK", "2");
+    CHECK(gq2 != NULL);
+    if (gq2) {
+        for (int style = 0; style < 2; style++) {
+            test_rope_attention(gq2, OB_TYPE_F16, style, 64, 64, 1, 7, 0);
+            test_rope_attention(gq2, OB_TYPE_F16, style, 64, 48, 3, 300, 1);
+            test_rope_attention(gq2, OB_TYPE_F16, style, 128, 128, 1, 3000, 0);
+            test_rope_attention(gq2, OB_TYPE_F16, style, 128, 64, 2, 129, 1);
+            test_rope_attention(gq2, OB_TYPE_F16, style, 32, 32, 3, 300, 1);
+        }
+        gpu_free(gq2);
+    }
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
@@ -1156,6 +1171,8 @@ static void test_attn_codes_engine(void) {
     /* the attention's instances for the head size (OB_CUDA_ATTN_MK=1): the same bits too */
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_MK", "2", 100, "cuda-attn-mk2"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "2", 100, "cuda-attn-mk2"));
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the

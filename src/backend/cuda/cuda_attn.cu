@@ -32,7 +32,7 @@
 #include "backend/cuda/cuda_attn.cuh"
 #include "backend/cuda/cuda_int.h"
 
-template <int MK, int KT>
+template <int MK, int KT, bool QR>
 __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split,
                                                           float *part, int *cnt, at_rope ro, at_codes cd) {
     __shared__ at_smem sh;
@@ -42,8 +42,9 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
      * kernel ends */
     if (ro.on && (int)blockIdx.z >= attn_spans(a, n_split, blockIdx.y)) return;
     if (ro.on) rope_angles(rs.cs, a.pos[blockIdx.y], ro.r);
+    if (QR) __syncthreads(); /* the angles, for lanes that read them without the q barrier (attn_span) */
     cu_dep();
-    attn_span<MK, KT>(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, cd);
+    attn_span<MK, KT, QR>(a, krb, vrb, khb, vhb, n_split, part, cnt, blockIdx.x, blockIdx.y, blockIdx.z, sh, [] { __syncthreads(); }, ro, &rs, cd);
 }
 
 /* ---- prompts: query tiles against key tiles in shared memory, register-blocked ------------
@@ -281,16 +282,19 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
         cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     const char *what = ro.on ? "rope+attention" : "attention";
-#define AT_LAUNCH(MK, KT) cu_launch(s, what, grid, AT_WARPS * 32, 0, k_attn<MK, KT>, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt, ro, cd)
+#define AT_LAUNCH(MK, KT, QR) cu_launch(s, what, grid, AT_WARPS * 32, 0, k_attn<MK, KT, QR>, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt, ro, cd)
     /* OB_CUDA_ATTN_MK=1: for f16 caches (the default) the kernel instance for the head size with
      * the cache type fixed, about half the machine code (57 KB against 108 KB for head size 64).
      * Run 11's Nsight Compute samples of the 1B's decode attention on the general instance: 24%
      * of the warps' stalls waited for instructions to arrive. */
-    const int hd = a->head_dim;
-    if (!s->attn_mk || a->type_k != OB_TYPE_F16 || a->type_v != OB_TYPE_F16 || hd > 128) AT_LAUNCH(AT_MAXK, -1);
-    else if (hd > 64) AT_LAUNCH(4, OB_TYPE_F16);
-    else if (hd > 32) AT_LAUNCH(2, OB_TYPE_F16);
-    else AT_LAUNCH(1, OB_TYPE_F16);
+    /* OB_CUDA_ATTN_MK=2: those instances with q loaded and rotated in registers (attn_span's QR)
+     * where the RoPE pairs allow it: the 19% of those samples at the barrier after the q loads */
+    const int hd = a->head_dim, half = ro.r.n_rot / 2;
+    const bool qr = s->attn_mk == 2 && ro.on && (ro.r.style != OB_ROPE_NEOX || half % 32 == 0);
+    if (!s->attn_mk || a->type_k != OB_TYPE_F16 || a->type_v != OB_TYPE_F16 || hd > 128) AT_LAUNCH(AT_MAXK, -1, false);
+    else if (hd > 64) qr ? AT_LAUNCH(4, OB_TYPE_F16, true) : AT_LAUNCH(4, OB_TYPE_F16, false);
+    else if (hd > 32) qr ? AT_LAUNCH(2, OB_TYPE_F16, true) : AT_LAUNCH(2, OB_TYPE_F16, false);
+    else qr ? AT_LAUNCH(1, OB_TYPE_F16, true) : AT_LAUNCH(1, OB_TYPE_F16, false);
 #undef AT_LAUNCH
     cu_xq_tag(s, cd.q ? a->out : NULL, a->n, dim);
 }

@@ -79,8 +79,12 @@ __device__ __forceinline__ void attn_out(const ob_attn_args &a, const at_codes &
  * writes the output; otherwise the last span of (i, h) to finish merges them (cnt, part). MK: the
  * head values a lane holds (head_dim <= 32 MK; AT_MAXK, or the fewest for the head size:
  * cu_attention's OB_CUDA_ATTN_MK=1, the same arithmetic in less code); KT >= 0: the type of both
- * caches, known at compile time (else a.type_k / a.type_v at run time). */
-template <int MK = AT_MAXK, int KT = -1, typename SYNC>
+ * caches, known at compile time (else a.type_k / a.type_v at run time). QR (ro.on, a RoPE whose
+ * pairs are neighbour lanes or registers of one lane: at_qr_ok): each lane loads its q values and
+ * rotates them with its pair partner's (a shuffle, or its own register), so that only the span
+ * writing the token's K and V row waits at a barrier; the caller has synchronized the group after
+ * rope_angles. */
+template <int MK = AT_MAXK, int KT = -1, bool QR = false, typename SYNC>
 __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, size_t vrb, size_t khb, size_t vhb, int n_split, float *part,
                                           int *cnt, int h, int i, int split, at_smem &sh, SYNC group_sync, const at_rope &ro,
                                           at_rope_smem *rs, const at_codes &cd = at_codes{}) {
@@ -100,11 +104,13 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
          * positions a span cannot cover the context) */
         const int gt = threadIdx.x & (AT_WARPS * 32 - 1), own = p0 < np && p1 == np;
         const float *kin = ro.k + ((size_t)i * a.n_head_kv + kh) * hd;
-        for (int d = gt; d < hd; d += AT_WARPS * 32) {
-            rs->q[d] = q[d];
-            if (own) rs->k[d] = kin[d];
+        if (!QR || own) { /* the same for the whole group */
+            for (int d = gt; d < hd; d += AT_WARPS * 32) {
+                if (!QR) rs->q[d] = q[d];
+                if (own) rs->k[d] = kin[d];
+            }
+            group_sync();
         }
-        group_sync();
         if (own) { /* q8_0: hd is a multiple of 32, so whole warps take an element block */
             const float *vin = ro.v + ((size_t)i * a.n_head_kv + kh) * hd;
             uint8_t *kd = (uint8_t *)kb + (size_t)a.pos[i] * krb, *vd = (uint8_t *)vb + (size_t)a.pos[i] * vrb;
@@ -116,11 +122,32 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
         }
     }
     float qv[MK], acc[MK];
+    if constexpr (QR) { /* ro.on: the pairs are (d, d ^ 1), or (d, d +- half) with half a multiple of 32 */
+        float raw[MK];
 #pragma unroll
-    for (int k = 0; k < MK; k++) {
-        const int d = lane + 32 * k;
-        qv[k] = d < hd ? (ro.on ? rope_elem(rs->q, d, rs->cs, ro.r) : q[d]) * a.scale : 0.0f;
-        acc[k] = 0.0f;
+        for (int k = 0; k < MK; k++) raw[k] = lane + 32 * k < hd ? q[lane + 32 * k] : 0.0f;
+        const int half = ro.r.n_rot / 2;
+#pragma unroll
+        for (int k = 0; k < MK; k++) {
+            const int d = lane + 32 * k;
+            float xp = 0.0f;
+            if (ro.r.style == OB_ROPE_NEOX) {
+                const int kk = k + (d < half ? half : -half) / 32; /* the partner's register (d < 2 half) */
+#pragma unroll
+                for (int j = 0; j < MK; j++) xp = j == kk ? raw[j] : xp;
+            } else {
+                xp = __shfl_xor_sync(0xffffffffu, raw[k], 1);
+            }
+            qv[k] = d < hd ? rope_pair(raw[k], xp, d, rs->cs, ro.r) * a.scale : 0.0f;
+            acc[k] = 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < MK; k++) {
+            const int d = lane + 32 * k;
+            qv[k] = d < hd ? (ro.on ? rope_elem(rs->q, d, rs->cs, ro.r) : q[d]) * a.scale : 0.0f;
+            acc[k] = 0.0f;
+        }
     }
     float m = -INFINITY, l = 0.0f;
     /* AT_UNROLL positions per step (p, p + AT_WARPS, ...): all their K and V loads are issued

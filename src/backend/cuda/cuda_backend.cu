@@ -169,7 +169,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *ac = getenv("OB_CUDA_ATTN_CODES");
     s->attn_codes = !(ac && !strcmp(ac, "0"));
     const char *mk = getenv("OB_CUDA_ATTN_MK");
-    s->attn_mk = mk && !strcmp(mk, "1");
+    s->attn_mk = !mk ? 0 : !strcmp(mk, "1") ? 1 : !strcmp(mk, "2") ? 2 : 0;
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);

@@ -115,7 +115,7 @@ typedef struct {
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
-    int attn_mk;           /* OB_CUDA_ATTN_MK=1: the decode attention's instance for the head size (cuda_attn.cu) */
+    int attn_mk;           /* OB_CUDA_ATTN_MK=1: the decode attention's instance for the head size, =2: and q in registers (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */

@@ -152,4 +152,16 @@ __device__ __forceinline__ float rope_elem(const float *x, int d, const float *c
     return d == a ? rope_lo(x0, x1, c, sn) : rope_hi(x0, x1, c, sn);
 }
 
+/* rope_elem's value of element d from its value xd and its pair partner's xp (the caller holds
+ * both: a lane and its neighbour, or two of a lane's registers), the same floats. */
+__device__ __forceinline__ float rope_pair(float xd, float xp, int d, const float *cs, const ob_rope &r) {
+    const int half = r.n_rot / 2;
+    if (d >= 2 * half) return xd;
+    const int k = r.style == OB_ROPE_NEOX ? (d < half ? d : d - half) : d >> 1;
+    int a, b;
+    rope_dims(r, k, &a, &b);
+    const float c = cs[k], sn = cs[half + k];
+    return d == a ? rope_lo(xd, xp, c, sn) : rope_hi(xp, xd, c, sn);
+}
+
 #endif
