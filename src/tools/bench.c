@@ -210,9 +210,9 @@ int ob_cmd_bench(int argc, char **argv) {
                          malloc((size_t)n_batch * sizeof(int32_t)), malloc((size_t)n_batch)};
         uint64_t rng = 0x9E3779B97F4A7C15ull;
         R->samples = calloc((size_t)reps, sizeof(double));
-        if (!bb.tok || !bb.pos || !bb.seq || !bb.want || !R->samples) { fprintf(stderr, "bench: out of memory\n"); return 1; }
+        if (!bb.tok || !bb.pos || !bb.seq || !bb.want || !R->samples) { fprintf(stderr, "bench: out of memory\n"); rc = 1; }
         int n_tok = R->n_prompt + R->n_gen * R->par;
-        for (int k = -1; k < reps; k++) { /* k = -1: warm-up, as llama-bench: the whole prompt, or one step */
+        for (int k = -1; k < reps && rc == 0; k++) { /* k = -1: warm-up, as llama-bench: the whole prompt, or one step */
             double s = run_once(c, info->n_vocab, R->n_prompt, k < 0 && R->n_gen ? 1 : R->n_gen, n_batch, R->depth, R->par, &bb, &rng);
             if (s < 0) { rc = 1; break; }
             if (k >= 0) R->samples[R->n_samples++] = n_tok / s;

@@ -126,13 +126,12 @@ __device__ __forceinline__ void attn_span(const ob_attn_args &a, size_t krb, siz
         float raw[MK];
 #pragma unroll
         for (int k = 0; k < MK; k++) raw[k] = lane + 32 * k < hd ? q[lane + 32 * k] : 0.0f;
-        const int half = ro.r.n_rot / 2;
 #pragma unroll
         for (int k = 0; k < MK; k++) {
             const int d = lane + 32 * k;
             float xp = 0.0f;
             if (ro.r.style == OB_ROPE_NEOX) {
-                const int kk = k + (d < half ? half : -half) / 32; /* the partner's register (d < 2 half) */
+                const int kk = rope_partner(ro.r, d) >> 5; /* the partner's register: the same lane */
 #pragma unroll
                 for (int j = 0; j < MK; j++) xp = j == kk ? raw[j] : xp;
             } else {

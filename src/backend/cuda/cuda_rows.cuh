@@ -141,19 +141,17 @@ __device__ __forceinline__ void rope_row(float *x, int n_head, int head_dim, con
     }
 }
 
-/* Element d of the rotated head x[head_dim] (rope_row's value of it). */
-__device__ __forceinline__ float rope_elem(const float *x, int d, const float *cs, const ob_rope &r) {
+/* The element of a head that element d is rotated with (rope_dims' other one; d itself past the
+ * rotated dimensions). */
+__device__ __forceinline__ int rope_partner(const ob_rope &r, int d) {
     const int half = r.n_rot / 2;
-    if (d >= 2 * half) return x[d];
-    const int k = r.style == OB_ROPE_NEOX ? (d < half ? d : d - half) : d >> 1;
-    int a, b;
-    rope_dims(r, k, &a, &b);
-    const float c = cs[k], sn = cs[half + k], x0 = x[a], x1 = x[b];
-    return d == a ? rope_lo(x0, x1, c, sn) : rope_hi(x0, x1, c, sn);
+    if (d >= 2 * half) return d;
+    return r.style == OB_ROPE_NEOX ? (d < half ? d + half : d - half) : d ^ 1;
 }
 
-/* rope_elem's value of element d from its value xd and its pair partner's xp (the caller holds
- * both: a lane and its neighbour, or two of a lane's registers), the same floats. */
+/* Rotated element d of a head from its value xd and its partner's xp (rope_partner), rope_row's
+ * value of it; callers that hold both in registers (a lane and its neighbour, or two of a lane's
+ * registers) need no copy of the head in memory. */
 __device__ __forceinline__ float rope_pair(float xd, float xp, int d, const float *cs, const ob_rope &r) {
     const int half = r.n_rot / 2;
     if (d >= 2 * half) return xd;
@@ -162,6 +160,19 @@ __device__ __forceinline__ float rope_pair(float xd, float xp, int d, const floa
     rope_dims(r, k, &a, &b);
     const float c = cs[k], sn = cs[half + k];
     return d == a ? rope_lo(xd, xp, c, sn) : rope_hi(xp, xd, c, sn);
+}
+
+/* Element d of the rotated head x[head_dim] (rope_row's value of it; rope_pair's arithmetic with
+ * both elements read from x, kept as its own code so that the measured kernels' machine code
+ * stays as it was). */
+__device__ __forceinline__ float rope_elem(const float *x, int d, const float *cs, const ob_rope &r) {
+    const int half = r.n_rot / 2;
+    if (d >= 2 * half) return x[d];
+    const int k = r.style == OB_ROPE_NEOX ? (d < half ? d : d - half) : d >> 1;
+    int a, b;
+    rope_dims(r, k, &a, &b);
+    const float c = cs[k], sn = cs[half + k], x0 = x[a], x1 = x[b];
+    return d == a ? rope_lo(x0, x1, c, sn) : rope_hi(x0, x1, c, sn);
 }
 
 #endif
