@@ -1077,11 +1077,18 @@ OB_SUITE(cuda_kernels) {
             test_rope_attention(gm, OB_TYPE_F16, style, 128, 128, 1, 3000, 0);
             test_rope_attention(gm, OB_TYPE_F16, style, 32, 32, 3, 300, 1);
         }
-        /* the same bits as the general instance, for each head-size instance (MK 1, 2, 4) */
-        check_attn_codes(g, gm, OB_TYPE_F16, 32, 300, 3, 0, OB_TYPE_Q8_0);
-        check_attn_codes(g, gm, OB_TYPE_F16, 64, 700, 5, 0, OB_TYPE_Q4_0);
-        check_attn_codes(g, gm, OB_TYPE_F16, 128, 3000, 1, 0, OB_TYPE_Q4_K);
-        check_attn_codes(g, gm, OB_TYPE_F16, 96, 300, 2, 0, OB_TYPE_Q4_0);
+        /* the same bits as the general instance (OB_CUDA_ATTN_MK=0), for each head-size instance
+         * (MK 1, 2, 4), without and with q in registers (the default) */
+        ob_backend *g0 = gpu_new_with("OB_CUDA_ATTN_MK", "0");
+        CHECK(g0 != NULL);
+        for (int k = 0; g0 && k < 2; k++) {
+            ob_backend *gi = k ? g : gm;
+            check_attn_codes(g0, gi, OB_TYPE_F16, 32, 300, 3, 0, OB_TYPE_Q8_0);
+            check_attn_codes(g0, gi, OB_TYPE_F16, 64, 700, 5, 0, OB_TYPE_Q4_0);
+            check_attn_codes(g0, gi, OB_TYPE_F16, 128, 3000, 1, 0, OB_TYPE_Q4_K);
+            check_attn_codes(g0, gi, OB_TYPE_F16, 96, 300, 2, 0, OB_TYPE_Q4_0);
+        }
+        if (g0) gpu_free(g0);
         gpu_free(gm);
     }
     /* ... and with q loaded and rotated in registers (OB_CUDA_ATTN_MK=2): both RoPE styles, full
@@ -1175,12 +1182,13 @@ static void test_attn_codes_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ATTN_CODES", "0", 100, "cuda-attn-codes"));
-    /* the attention's instances for the head size (OB_CUDA_ATTN_MK=1, =2 with q in registers): the
-     * same bits too (both models take the MK 1 instance; llama's NORM RoPE the register path) */
+    /* the attention's instances for the head size, with q in registers (the default) against the
+     * general instance (OB_CUDA_ATTN_MK=0) and against those without (=1): the same bits too (both
+     * models take the MK 1 instance; llama's NORM RoPE the register path) */
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_MK", "0", 100, "cuda-attn-mk0"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "0", 100, "cuda-attn-mk0"));
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ATTN_MK", "2", 100, "cuda-attn-mk2"));
-    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "2", 100, "cuda-attn-mk2"));
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the

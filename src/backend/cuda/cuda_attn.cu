@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(AT_WARPS * 32) k_attn(ob_attn_args a, size_t k
  * 64 scores are spread over the 16 lanes of a half-warp: shuffles), writes its probabilities to
  * shared memory, then accumulates the same four queries' outputs over dimensions 4 (tx + 16 m) ..
  * + 3 (m < 2) from float4 rows of V. Float32 throughout, like the reference. */
-#define BT_Q 64
+#define BT_Q CU_ATTN_RUN_MIN
 #define BT_K 64
 #define BT_THREADS 256
 #define BT_MAXD 128
@@ -283,12 +283,14 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     const char *what = ro.on ? "rope+attention" : "attention";
 #define AT_LAUNCH(MK, KT, QR) cu_launch(s, what, grid, AT_WARPS * 32, 0, k_attn<MK, KT, QR>, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt, ro, cd)
-    /* OB_CUDA_ATTN_MK=1: for f16 caches (the default) the kernel instance for the head size with
-     * the cache type fixed, about half the machine code (57 KB against 108 KB for head size 64).
-     * Run 11's Nsight Compute samples of the 1B's decode attention on the general instance: 24%
-     * of the warps' stalls waited for instructions to arrive. */
-    /* OB_CUDA_ATTN_MK=2: those instances with q loaded and rotated in registers (attn_span's QR)
-     * where the RoPE pairs allow it: the 19% of those samples at the barrier after the q loads */
+    /* For f16 caches (the default) the kernel instance for the head size with the cache type
+     * fixed, about half the machine code (57 KB against 108 KB for head size 64; run 11's Nsight
+     * Compute samples of the 1B's decode attention on the general instance: 24% of the warps'
+     * stalls waited for instructions to arrive), with q loaded and rotated in registers (attn_span's
+     * QR) where the RoPE pairs allow it (19% of those samples were at the barrier after the q
+     * loads). Run 12, tg128 on the H200 against the general instance (OB_CUDA_ATTN_MK=0): Llama-1B
+     * Q4_0 +5.9%, Q4_K_M +7.0%, F16 +1.4%, BitNet I2_S +1.2%; without QR (=1) +5.3%, +7.1%, +0.7%,
+     * +0.6%. */
     const int hd = a->head_dim, half = ro.r.n_rot / 2;
     const bool qr = s->attn_mk == 2 && ro.on && (ro.r.style != OB_ROPE_NEOX || half % 32 == 0);
     if (!s->attn_mk || a->type_k != OB_TYPE_F16 || a->type_v != OB_TYPE_F16 || hd > 128) AT_LAUNCH(AT_MAXK, -1, false);

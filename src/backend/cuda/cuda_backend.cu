@@ -152,6 +152,14 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->pinned = !(pin && !strcmp(pin, "0"));
     const char *mq = getenv("OB_CUDA_MMQ");
     s->mmq = mq && !strcmp(mq, "1");
+    const char *gt = getenv("OB_CUDA_GV_MMA");
+    s->gv_mma = gt && atoi(gt) >= 1 ? atoi(gt) : 5;
+    const char *gm = getenv("OB_CUDA_GEMV_MAX");
+    s->gemv_max = gm && atoi(gm) >= 1 && atoi(gm) <= CU_GEMV_MAX ? atoi(gm) : 12;
+    const char *gn = getenv("OB_CUDA_GRAPH_MAX");
+    s->graph_max_n = gn && atoi(gn) >= 1 ? atoi(gn) : 64;
+    const char *gx = getenv("OB_CUDA_GV_MMA_MAX");
+    s->gv_mma_max = gx && atoi(gx) >= 1 ? atoi(gx) : 64;
     const char *ly = getenv("OB_CUDA_LAYER");
     s->layer = ly && !strcmp(ly, "1");
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");
@@ -169,7 +177,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *ac = getenv("OB_CUDA_ATTN_CODES");
     s->attn_codes = !(ac && !strcmp(ac, "0"));
     const char *mk = getenv("OB_CUDA_ATTN_MK");
-    s->attn_mk = !mk ? 0 : !strcmp(mk, "1") ? 1 : !strcmp(mk, "2") ? 2 : 0;
+    s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
     cu_prof_init(s);

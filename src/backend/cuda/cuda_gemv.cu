@@ -38,9 +38,14 @@
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
+#define GV_MMA_NT 32       /* tokens a group of the tensor-core instance (two 16-token tiles) */
+#define GV_MMA_RMAX 16     /* rows it stages at most (two 8-row tiles) */
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
 #endif
+
+/* Nonzero for the instance whose token groups go to the tensor cores (gv_rows_mma). */
+__host__ __device__ constexpr bool gv_mma(int T, int NT) { return NT == GV_MMA_NT && cu_mmq_type(T); }
 
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
 struct gv_job {
@@ -236,6 +241,83 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
                 for (int t = 0; t < NT; t++) red[warp][r * NT + t] = 0.0f;
 }
 
+/* Word k (0..7) of w without dynamic indexing (which would put w in local memory). */
+__device__ __forceinline__ int gv_word(const int (&w)[8], int k) {
+    int v = w[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++) v = k == i ? w[i] : v;
+    return v;
+}
+
+/* Int8 path on the tensor cores (cu_mmq_type types, GV_MMA_NT tokens a group): warp w takes
+ * sub-blocks w, w + 4, ... of every staged row; per sub-block, mma_s8 multiplies 16 tokens' codes
+ * (the A tile) with 8 staged rows (the B tile: lane (g, c) unpacks row g and hands over words c
+ * and 4 + c) into exact integer sums, each scaled as q8w<T>::scale does, written linearly
+ * (scale(s, xs) = A s xs.x + B xs.y, A and B of the row from the lane that unpacked it).
+ * red[warp][r * NT + t] gets the warp's part for every staged row and token (the epilogue adds
+ * the four in order). The activations' codes are read once per block for all its rows (the dp4a
+ * path reads them once per row and token). */
+template <int T, int RMAX>
+__device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
+                                            float (*red)[RMAX * GV_MMA_NT]) {
+    constexpr int NTILE = RMAX / 8, MT = GV_MMA_NT / 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, nsb = a.n_in / 32;
+    const int *xw = (const int *)a.xq;
+    const size_t tw = (size_t)a.n_in / 4; /* code words per token */
+    float acc[NTILE][MT][4];
+#pragma unroll
+    for (int j = 0; j < NTILE; j++)
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[j][m][k] = 0.0f;
+#pragma unroll 1
+    for (int sb = warp; sb < nsb; sb += GV_THREADS / 32) {
+        int fa[MT][4];
+        float2 xa[MT][2];
+#pragma unroll
+        for (int m = 0; m < MT; m++) /* tokens 16 m + g and 16 m + g + 8 of the group */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int t = 16 * m + g + 8 * h;
+                const int *p = xw + (size_t)(t0 + t) * tw + 8 * sb;
+                const bool in = t < nt;
+                fa[m][h] = in ? p[c] : 0;
+                fa[m][2 + h] = in ? p[4 + c] : 0;
+                xa[m][h] = in ? a.xs[(size_t)(t0 + t) * nsb + sb] : make_float2(0.0f, 0.0f);
+            }
+#pragma unroll
+        for (int j = 0; j < NTILE; j++) {
+            if (8 * j >= rows) break;
+            const int r = 8 * j + g < rows ? 8 * j + g : rows - 1;
+            q8w<T> W;
+            q8_load(W, gv_row(a, base0, base1, nr, r), sb, a.rb);
+            const float wa = W.scale(1, make_float2(1.0f, 0.0f)), wb = W.scale(0, make_float2(0.0f, 1.0f));
+            const float a0 = __shfl_sync(0xffffffffu, wa, 8 * c), b0 = __shfl_sync(0xffffffffu, wb, 8 * c);
+            const float a1 = __shfl_sync(0xffffffffu, wa, 8 * c + 4), b1 = __shfl_sync(0xffffffffu, wb, 8 * c + 4);
+            const int w0 = gv_word(W.w, c), w1 = gv_word(W.w, 4 + c);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                int d[4] = {0, 0, 0, 0};
+                mma_s8(d, fa[m], w0, w1);
+                acc[j][m][0] += a0 * (xa[m][0].x * (float)d[0]) + b0 * xa[m][0].y;
+                acc[j][m][1] += a1 * (xa[m][0].x * (float)d[1]) + b1 * xa[m][0].y;
+                acc[j][m][2] += a0 * (xa[m][1].x * (float)d[2]) + b0 * xa[m][1].y;
+                acc[j][m][3] += a1 * (xa[m][1].x * (float)d[3]) + b1 * xa[m][1].y;
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NTILE; j++)
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int r = 8 * j + 2 * c + (k & 1), t = 16 * m + g + 8 * (k >> 1);
+                if (r < rows && t < nt) red[warp][r * GV_MMA_NT + t] = acc[j][m][k];
+            }
+}
+
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
     const size_t need = nc + nb * sizeof(float2) + 16; /* + 16: staging copies whole 16-byte words */
@@ -281,7 +363,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
+        if constexpr (gv_mma(T, NT)) gv_rows_mma<T, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
+        else if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -310,8 +393,10 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
  * rows allowed where no R fits (large matrices: few waves). Remembered per shape. (Capping the
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
- * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
+ * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) The tensor-core
+ * instance (wide) takes the most rows that still give every SM a block: it reads the activations'
+ * codes once per block, so fewer, fuller blocks read less. */
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, bool wide) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
@@ -319,9 +404,13 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
     for (int r = 1; r <= rmax / weights; r++) {
         const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
         if (r > 1 && smem > GV_SMEM) break;
+        R = r;
+        if (wide) { /* the tensor-core instance: as many rows as leave a block for every SM */
+            if ((rows + r) / (r + 1) < s->sm_count) break;
+            continue;
+        }
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
-        R = r;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
     }
     int i = 0;
@@ -341,7 +430,7 @@ template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX, gv_mma(T, NT));
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
@@ -372,6 +461,9 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     }
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
+    if constexpr (cu_mmq_type(T)) /* static (its sums) and staged shared memory within the 48 KB a launch gets */
+        if (a.n >= s->gv_mma && (a.ep == GV_GLU ? 2 : 1) * gv_span(a.rb) + sizeof(float) * GV_MMA_RMAX * GV_MMA_NT * GV_THREADS / 32 <= 49152)
+            return gv_launch<T, GV_MMA_NT, GV_MMA_RMAX>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
@@ -459,8 +551,16 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
     else fallback_launch<T, 8, 2>(s, a, vec);
 }
 
+int cu_gemv_takes(const cu_state *s, int type, int n) {
+    int mma = 0;
+#define MMA(T) mma = cu_mmq_type(T)
+    CU_FOR_TYPE(type, MMA)
+#undef MMA
+    return n >= 1 && (n <= s->gemv_max || (mma && n >= s->gv_mma && n <= s->gv_mma_max));
+}
+
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
-    if (n > CU_GEMV_MAX || !gv_ok(w, x, 1)) return 0;
+    if (!cu_gemv_takes(s, w->type, n) || !gv_ok(w, x, 1)) return 0;
     gv_args a = gv_base(w, x, n, add ? GV_ADD : GV_STORE);
     a.job[0] = gv_job_of(w, y);
     a.nj = 1;
@@ -469,7 +569,7 @@ int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, in
 }
 
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
-    if (count < 1 || count > GV_JOBS || n > CU_GEMV_MAX) return 0;
+    if (count < 1 || count > GV_JOBS || !cu_gemv_takes(s, ws[0]->type, n)) return 0;
     for (int i = 0; i < count; i++)
         if (!gv_ok(ws[i], x, 1) || ws[i]->type != ws[0]->type || ws[i]->n_in != ws[0]->n_in) return 0;
     gv_args a = gv_base(ws[0], x, n, GV_STORE);
@@ -480,7 +580,7 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
 }
 
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n) {
-    if (n > CU_GEMV_MAX || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
+    if (!cu_gemv_takes(s, g->type, n) || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
     gv_args a = gv_base(g, x, n, GV_GLU);
     a.job[0] = gv_job_of(g, out);
     a.nj = 1;

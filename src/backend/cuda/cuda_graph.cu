@@ -6,6 +6,9 @@
  * own time on the 1-2B models. Replaying a graph costs one launch.
  *  - The first step of a key runs eagerly (scratch buffers reach their size), the second is
  *    recorded by stream capture and launched, later ones are replays.
+ *  - Steps of up to s->graph_max_n tokens (OB_CUDA_GRAPH_MAX, 64 by default) are recorded, but not
+ *    one sequence's run of CU_ATTN_RUN_MIN or more (a prompt chunk: its attention kernel is chosen
+ *    from the positions on the host), so that a key never replays another kind of step's kernels.
  *  - The only inputs that change between steps of one key are the token ids, positions and
  *    sequence ids: a recording starts with a copy of them from its pinned host buffer, which
  *    graph_begin refills before each replay; cu_idx hands the ops the recording's device copy.
@@ -61,7 +64,12 @@ static cu_graph *graph_find(cu_state *s, uint64_t key, int n) {
 }
 
 int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n) {
-    if (s->graphs_off || n < 1 || n > CU_GRAPH_MAX_N || s->cap) return 0;
+    if (s->graphs_off || n < 1 || n > s->graph_max_n || s->cap) return 0;
+    if (n >= CU_ATTN_RUN_MIN) { /* a prompt run takes other attention kernels than a batch of the same size */
+        int run = 1;
+        for (int i = 1; i < n && run; i++) run = seq[i] == seq[0] && pos[i] == pos[0] + i;
+        if (run) return 0;
+    }
     cu_graph *g = graph_find(s, key, n);
     g->last_use = ++s->graph_tick;
     if (g->broken) return 0;

@@ -33,11 +33,11 @@ typedef struct {
 /* tokens up to which matmul runs the fused decode kernels (above: dequantize + tensor cores); 64
  * measured 12% / 33% less serving throughput at 32 / 64 streams (docs/bench.md, run 10) */
 #define CU_GEMV_MAX 32
+#define CU_ATTN_RUN_MIN 64 /* tokens from which one sequence's consecutive positions take the prompt attention kernels */
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
 #define CU_QROW_MAX 32768 /* longest row the int8 activation quantizer takes (32 values per thread) */
 
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
-#define CU_GRAPH_MAX_N CU_GEMV_MAX /* tokens up to which a step is recorded: the fused matmul path only */
 
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
 
@@ -101,6 +101,10 @@ typedef struct {
                             * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
                             * instance of its own; 2: up to two only; 4: up to four on every row (it loses on
                             * BitNet's 2560-value rows); 0: off. Set by OB_CUDA_GV_HOLD */
+    int gv_mma;            /* OB_CUDA_GV_MMA: fewest tokens whose decode matmul goes to the tensor cores (cuda_gemv.cu) */
+    int gemv_max;          /* OB_CUDA_GEMV_MAX (1..CU_GEMV_MAX): most tokens a matmul takes on the staged decode kernel (dp4a / float) */
+    int graph_max_n;       /* OB_CUDA_GRAPH_MAX: most tokens of a step that is recorded (cuda_graph.cu) */
+    int gv_mma_max;        /* OB_CUDA_GV_MMA_MAX: most tokens its tensor-core instance takes (cu_gemv_takes) */
     int mmq;               /* OB_CUDA_MMQ=1: prompt matmuls on the int8 tensor cores (cuda_mmq.cu; not yet run on a GPU) */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
@@ -115,7 +119,7 @@ typedef struct {
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
-    int attn_mk;           /* OB_CUDA_ATTN_MK=1: the decode attention's instance for the head size, =2: and q in registers (cuda_attn.cu) */
+    int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
@@ -197,6 +201,9 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
  * lean4); each returns 0 without launching anything when the weights do not suit it */
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
+/* Nonzero when the staged decode kernel takes n tokens of a weight of this type: up to
+ * s->gemv_max, or from s->gv_mma to s->gv_mma_max on its tensor-core instance (cu_mmq_type). */
+int cu_gemv_takes(const cu_state *s, int type, int n);
 /* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 /* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */

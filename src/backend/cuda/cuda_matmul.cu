@@ -105,7 +105,7 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
 
 /* y = x . W^T with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
-    if (n <= CU_GEMV_MAX) {
+    if (cu_gemv_takes(s, w->type, n)) {
         if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
         return;
     }
@@ -133,7 +133,7 @@ void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n)
 
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     x = mm_input(s, w, x, n);
-    if (n <= CU_GEMV_MAX && cu_gemv(s, w, x, y, n, 1)) return;
+    if (cu_gemv_takes(s, w->type, n) && cu_gemv(s, w, x, y, n, 1)) return;
     size_t ny = (size_t)n * (size_t)w->n_out;
     cu_reserve(s, (void **)&s->ytmp, &s->ytmp_cap, ny * sizeof(float));
     mm_core(s, w, x, s->ytmp, n);
@@ -153,13 +153,13 @@ void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, 
                 gy[k++] = ys[j];
                 done[j] = 1;
             }
-        if (k > 1 && n <= CU_GEMV_MAX && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
+        if (k > 1 && cu_gemv_takes(s, ws[i]->type, n) && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
         for (int j = 0; j < k; j++) cu_matmul(s, gw[j], x, gy[j], n);
     }
 }
 
 void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n) {
-    if (n <= CU_GEMV_MAX && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
+    if (cu_gemv_takes(s, g->type, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
     cu_matmul(s, g, x, gate, n);
     cu_matmul(s, u, x, up, n);
     cu_glu(s, act, gate, up, (size_t)n * (size_t)g->n_out);

@@ -14,9 +14,7 @@
  * sub-blocks: each thread unpacks one (row, sub-block) into shared memory, the tokens' codes and
  * scales are copied in as 16-byte words, then warp w multiplies rows 16 w .. 16 w + 15 with all
  * 64 tokens (8 mma per sub-block) and adds the scaled sums into 32 float accumulators.
- * Fragment layouts (PTX ISA, m16n8k32 .s8, g = lane / 4, c = lane % 4): A regs {row g, cols
- * 4c..4c+3}, {row g+8, same}, {row g, cols 16+4c..}, {row g+8, same}; B regs {k 4c..4c+3, n g},
- * {k 16+4c.., n g}; C {row g, cols 2c, 2c+1}, {row g+8, same}.
+ * Fragment layouts: mma_s8 (cuda_q8.cuh).
  * Does not own: the choice of path (cuda_matmul.cu), the decoders and the quantizer.
  */
 #include "backend/cuda/cuda_int.h"
@@ -26,14 +24,6 @@
 #define MQ_N 64 /* tokens per block */
 #define MQ_THREADS 128
 #define MQ_XW 20 /* words per token row in shared memory: 16 of codes (two sub-blocks) + 4 of padding */
-
-__device__ __forceinline__ void mma_s8(int (&d)[4], const int (&a)[4], int b0, int b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
 
 template <int T>
 __global__ void __launch_bounds__(MQ_THREADS) k_mmq(const uint8_t *__restrict__ W, size_t rb, int n_out, int n_in, const int8_t *__restrict__ xq,
@@ -107,7 +97,7 @@ template <int T> static void mmq_launch(cu_state *s, const ob_weight *w, const i
 }
 
 int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
-    if (!s->mmq || n <= CU_GEMV_MAX || w->n_in % 32 || w->n_in > CU_QROW_MAX) return 0;
+    if (!s->mmq || cu_gemv_takes(s, w->type, n) || w->n_in % 32 || w->n_in > CU_QROW_MAX) return 0;
     int ok = 0;
 #define OK(T) ok = cu_mmq_type(T)
     CU_FOR_TYPE(w->type, OK)

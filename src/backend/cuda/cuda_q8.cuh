@@ -73,6 +73,18 @@ __host__ __device__ constexpr bool cu_mmq_type(int T) {
     return cu_q8_type(T) && T != OB_TYPE_Q2_K && T != OB_TYPE_Q3_K && T != OB_TYPE_Q6_K;
 }
 
+/* d += the exact integer products of a 16 x 32 int8 tile a and a 32 x 8 tile (b0, b1) on the
+ * tensor cores (mma.sync m16n8k32, s8 x s8 -> s32; sm_80 and later). Fragments (PTX ISA, g =
+ * lane / 4, c = lane % 4): a {row g, k 4c..4c+3}, {row g+8, same}, {row g, k 16+4c..}, {row g+8,
+ * same}; b0 {k 4c..4c+3, col g}, b1 {k 16+4c.., col g}; d {row g, cols 2c, 2c+1}, {row g+8, same}. */
+__device__ __forceinline__ void mma_s8(int (&d)[4], const int (&a)[4], int b0, int b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
 /* Sum (or max) of v over the block; every thread gets the result. */
 template <bool MAX> __device__ float block_reduce(float v) {
     __shared__ float part[32];
