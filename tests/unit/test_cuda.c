@@ -144,16 +144,28 @@ static float *q8_activations(const float *x, int rows, int64_t k, int on) {
     return q;
 }
 
-/* Set while a backend with OB_CUDA_MMQ=1 is tested: prompt-sized batches of these types then take
- * the int8 tensor-core kernel, whose products are the int8 path's (checked at the decode kernel's
- * tolerance, so a silent fallback to the 16-bit path fails). */
-static int matmul_mmq;
+/* Set while a backend with OB_CUDA_MMQ=1 is tested: batches the decode kernel does not take of
+ * these types then go to the int8 tensor-core kernel, whose products are the int8 path's (checked
+ * at the decode kernel's tolerance, so a silent fallback to the 16-bit path fails). Likewise
+ * matmul_gv_mma for a backend with OB_CUDA_GV_MMA=GV_MMA_TEST: the decode kernel's tensor-core
+ * instance takes GV_MMA_TEST to 64 tokens of these types. */
+static int matmul_mmq, matmul_gv_mma;
+#define GV_MMA_TEST "5"
+static int in_types(int type, const int *t, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (t[i] == type) return 1;
+    return 0;
+}
 static int mmq_type(int type) {
     static const int t[] = {OB_TYPE_Q4_0, OB_TYPE_Q4_1, OB_TYPE_Q5_0, OB_TYPE_Q5_1, OB_TYPE_Q8_0, OB_TYPE_IQ4_NL, OB_TYPE_Q4_K,
                             OB_TYPE_Q5_K, OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_LEAN4};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (t[i] == type) return 1;
-    return 0;
+    return in_types(type, t, sizeof t / sizeof t[0]);
+}
+/* The decode kernel's int8-path types (cuda_q8.cuh's cu_q8_type): up to 12 tokens there (the
+ * backend's default OB_CUDA_GEMV_MAX), the float-path types up to 32. */
+static int q8_type(int type) {
+    static const int t[] = {OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q6_K};
+    return mmq_type(type) || in_types(type, t, sizeof t / sizeof t[0]);
 }
 
 /* Random weights of n values; for the ternary types (with ternary) values in {-0.25, 0, 0.25}, as
@@ -231,10 +243,12 @@ static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, c
          * against the same dot product with the activations as the kernel quantizes them;
          * tensor cores: 16-bit operands */
         double err = rel_err(y, ref, (size_t)n * n_out), err8 = rel_err(y, ref8, (size_t)n * n_out);
-        const int mmq = n > 32 && matmul_mmq && mmq_type(type) && n_in % 32 == 0;
-        int on8 = (n <= 32 || mmq) && err8 < err;
-        if (on8 || mmq) err = err8;
-        double tol = n <= 32 || mmq || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
+        const int dec = n <= (q8_type(type) ? 12 : 32);
+        const int gvm = matmul_gv_mma && mmq_type(type) && n >= atoi(GV_MMA_TEST) && n <= 64;
+        const int mmq = !dec && !gvm && matmul_mmq && mmq_type(type) && n_in % 32 == 0;
+        int on8 = (dec || gvm || mmq) && err8 < err;
+        if (on8 || gvm || mmq) err = err8;
+        double tol = dec || gvm || mmq || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
         if (err > tol || ob_test_verbose)
             fprintf(stderr, "  cuda matmul %-7s %5lld x %5lld n=%-3d rel err %.3g (tol %.1g%s)\n", t->name, (long long)n_in,
                     (long long)n_out, n, err, tol, on8 ? ", int8 activations" : "");
@@ -1120,6 +1134,23 @@ OB_SUITE(cuda_kernels) {
         test_fused(gq);
         matmul_mmq = 0;
         gpu_free(gq);
+    }
+    /* decode-sized batches on the staged kernel's tensor-core instance (OB_CUDA_GV_MMA, opt-in):
+     * every type against the int8 reference, the fused ops' bits (a row's sum must not depend on
+     * its tile position), with rows per block picked both ways */
+    static const char *wides[] = {"1", "0"};
+    for (int k = 0; k < 2; k++) {
+        setenv("OB_CUDA_GV_MMA_WIDE", wides[k], 1);
+        ob_backend *gv = gpu_new_with("OB_CUDA_GV_MMA", GV_MMA_TEST);
+        unsetenv("OB_CUDA_GV_MMA_WIDE");
+        CHECK(gv != NULL);
+        if (gv) {
+            matmul_gv_mma = 1;
+            test_matmul_types(gv);
+            test_fused(gv);
+            matmul_gv_mma = 0;
+            gpu_free(gv);
+        }
     }
     c->free(c);
     free(c);

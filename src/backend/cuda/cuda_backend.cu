@@ -153,7 +153,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *mq = getenv("OB_CUDA_MMQ");
     s->mmq = mq && !strcmp(mq, "1");
     const char *gt = getenv("OB_CUDA_GV_MMA");
-    s->gv_mma = gt && atoi(gt) >= 1 ? atoi(gt) : 5;
+    s->gv_mma = gt && atoi(gt) >= 1 ? atoi(gt) : 0;
+    const char *gw = getenv("OB_CUDA_GV_MMA_WIDE");
+    s->gv_mma_wide = !(gw && !strcmp(gw, "0"));
     const char *gm = getenv("OB_CUDA_GEMV_MAX");
     s->gemv_max = gm && atoi(gm) >= 1 && atoi(gm) <= CU_GEMV_MAX ? atoi(gm) : 12;
     const char *gn = getenv("OB_CUDA_GRAPH_MAX");

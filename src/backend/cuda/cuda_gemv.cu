@@ -249,18 +249,41 @@ __device__ __forceinline__ int gv_word(const int (&w)[8], int k) {
     return v;
 }
 
-/* Int8 path on the tensor cores (cu_mmq_type types, GV_MMA_NT tokens a group): warp w takes
- * sub-blocks w, w + 4, ... of every staged row; per sub-block, mma_s8 multiplies 16 tokens' codes
- * (the A tile) with 8 staged rows (the B tile: lane (g, c) unpacks row g and hands over words c
- * and 4 + c) into exact integer sums, each scaled as q8w<T>::scale does, written linearly
- * (scale(s, xs) = A s xs.x + B xs.y, A and B of the row from the lane that unpacked it).
- * red[warp][r * NT + t] gets the warp's part for every staged row and token (the epilogue adds
- * the four in order). The activations' codes are read once per block for all its rows (the dp4a
- * path reads them once per row and token). */
+/* Int8 path on the tensor cores (cu_mmq_type types, GV_MMA_NT tokens a group; opt-in,
+ * OB_CUDA_GV_MMA): warp w takes sub-blocks w, w + 4, ... of every staged row; per sub-block,
+ * mma_s8 multiplies 16 tokens' codes (the A tile) with 8 staged rows (the B tile: lane (g, c)
+ * unpacks row g and hands over words c and 4 + c) into exact integer sums, each scaled as
+ * q8w<T>::scale does, written linearly (scale(s, xs) = A s xs.x + B xs.y, A and B of the row from
+ * the lane that unpacked it) with explicitly rounded operations: a row's sum must not depend on
+ * which lane and register its tile position gives it (the compiler contracts each statement on its
+ * own), so that the fused ops keep the plain ops' bits. The next sub-block's codes are loaded
+ * before this one's products. red[warp][r * NT + t] gets the warp's part for every staged row and
+ * token (the epilogue adds the four in order). The activations' codes are read once per block for
+ * all its rows (the dp4a path reads them once per row and token). */
+template <int MT>
+__device__ __forceinline__ void gv_mma_x(const gv_args &a, const int *xw, size_t tw, int nsb, int sb, int t0, int nt, int g, int c,
+                                         int (&fa)[MT][4], float2 (&xa)[MT][2]) {
+#pragma unroll
+    for (int m = 0; m < MT; m++) /* tokens 16 m + g and 16 m + g + 8 of the group */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int t = 16 * m + g + 8 * h;
+            const bool in = t < nt && sb < nsb;
+            const int *p = xw + (size_t)(t0 + t) * tw + 8 * sb;
+            fa[m][h] = in ? p[c] : 0;
+            fa[m][2 + h] = in ? p[4 + c] : 0;
+            xa[m][h] = in ? a.xs[(size_t)(t0 + t) * nsb + sb] : make_float2(0.0f, 0.0f);
+        }
+}
+
+__device__ __forceinline__ float gv_mma_term(float acc, float wa, float wb, int d, float2 x) {
+    return __fadd_rn(acc, __fadd_rn(__fmul_rn(wa, __fmul_rn(x.x, (float)d)), __fmul_rn(wb, x.y)));
+}
+
 template <int T, int RMAX>
 __device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
                                             float (*red)[RMAX * GV_MMA_NT]) {
-    constexpr int NTILE = RMAX / 8, MT = GV_MMA_NT / 16;
+    constexpr int NTILE = RMAX / 8, MT = GV_MMA_NT / 16, NW = GV_THREADS / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, nsb = a.n_in / 32;
     const int *xw = (const int *)a.xq;
     const size_t tw = (size_t)a.n_in / 4; /* code words per token */
@@ -271,21 +294,14 @@ __device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *bas
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int k = 0; k < 4; k++) acc[j][m][k] = 0.0f;
+    int fa[MT][4];
+    float2 xa[MT][2];
+    gv_mma_x<MT>(a, xw, tw, nsb, warp, t0, nt, g, c, fa, xa);
 #pragma unroll 1
-    for (int sb = warp; sb < nsb; sb += GV_THREADS / 32) {
-        int fa[MT][4];
-        float2 xa[MT][2];
-#pragma unroll
-        for (int m = 0; m < MT; m++) /* tokens 16 m + g and 16 m + g + 8 of the group */
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int t = 16 * m + g + 8 * h;
-                const int *p = xw + (size_t)(t0 + t) * tw + 8 * sb;
-                const bool in = t < nt;
-                fa[m][h] = in ? p[c] : 0;
-                fa[m][2 + h] = in ? p[4 + c] : 0;
-                xa[m][h] = in ? a.xs[(size_t)(t0 + t) * nsb + sb] : make_float2(0.0f, 0.0f);
-            }
+    for (int sb = warp; sb < nsb; sb += NW) {
+        int fn[MT][4];
+        float2 xn[MT][2];
+        gv_mma_x<MT>(a, xw, tw, nsb, sb + NW, t0, nt, g, c, fn, xn);
 #pragma unroll
         for (int j = 0; j < NTILE; j++) {
             if (8 * j >= rows) break;
@@ -300,12 +316,19 @@ __device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *bas
             for (int m = 0; m < MT; m++) {
                 int d[4] = {0, 0, 0, 0};
                 mma_s8(d, fa[m], w0, w1);
-                acc[j][m][0] += a0 * (xa[m][0].x * (float)d[0]) + b0 * xa[m][0].y;
-                acc[j][m][1] += a1 * (xa[m][0].x * (float)d[1]) + b1 * xa[m][0].y;
-                acc[j][m][2] += a0 * (xa[m][1].x * (float)d[2]) + b0 * xa[m][1].y;
-                acc[j][m][3] += a1 * (xa[m][1].x * (float)d[3]) + b1 * xa[m][1].y;
+                acc[j][m][0] = gv_mma_term(acc[j][m][0], a0, b0, d[0], xa[m][0]);
+                acc[j][m][1] = gv_mma_term(acc[j][m][1], a1, b1, d[1], xa[m][0]);
+                acc[j][m][2] = gv_mma_term(acc[j][m][2], a0, b0, d[2], xa[m][1]);
+                acc[j][m][3] = gv_mma_term(acc[j][m][3], a1, b1, d[3], xa[m][1]);
             }
         }
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                fa[m][h] = fn[m][h];
+                if (h < 2) xa[m][h] = xn[m][h];
+            }
     }
 #pragma unroll
     for (int j = 0; j < NTILE; j++)
@@ -430,7 +453,7 @@ template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX, gv_mma(T, NT));
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX, gv_mma(T, NT) && s->gv_mma_wide);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
@@ -462,7 +485,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (cu_mmq_type(T)) /* static (its sums) and staged shared memory within the 48 KB a launch gets */
-        if (a.n >= s->gv_mma && (a.ep == GV_GLU ? 2 : 1) * gv_span(a.rb) + sizeof(float) * GV_MMA_RMAX * GV_MMA_NT * GV_THREADS / 32 <= 49152)
+        if (s->gv_mma && a.n >= s->gv_mma && (a.ep == GV_GLU ? 2 : 1) * gv_span(a.rb) + sizeof(float) * GV_MMA_RMAX * GV_MMA_NT * GV_THREADS / 32 <= 49152)
             return gv_launch<T, GV_MMA_NT, GV_MMA_RMAX>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
@@ -556,7 +579,11 @@ int cu_gemv_takes(const cu_state *s, int type, int n) {
 #define MMA(T) mma = cu_mmq_type(T)
     CU_FOR_TYPE(type, MMA)
 #undef MMA
-    return n >= 1 && (n <= s->gemv_max || (mma && n >= s->gv_mma && n <= s->gv_mma_max));
+    int q8 = 0;
+#define Q8(T) q8 = cu_q8_type(T)
+    CU_FOR_TYPE(type, Q8)
+#undef Q8
+    return n >= 1 && (n <= (q8 ? s->gemv_max : CU_GEMV_MAX) || (mma && s->gv_mma && n >= s->gv_mma && n <= s->gv_mma_max));
 }
 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
