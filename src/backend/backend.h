@@ -142,6 +142,11 @@ struct ob_backend {
      * failed, so that nothing ran and the caller must issue the ops again. */
     int (*graph_begin)(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n);
     int (*graph_end)(ob_backend *b);
+    /* Optional (NULL: none): called before each step's ops (and graph_begin) with whether its
+     * tokens are all of distinct sequences (a batch of decode steps; part of the step key), 0 for a
+     * prompt chunk or a mix. A backend may take other kernels for such batches (CUDA: cuBLAS for
+     * int8-path weights from 13 tokens), so that a prompt keeps token-by-token decoding's products. */
+    void (*step_kind)(ob_backend *b, int distinct);
 
     /* Optional fused ops (NULL: the engine issues the plain ops they stand for). Each gives the
      * same results as the backend's own plain ops, in fewer launches. */

@@ -404,6 +404,7 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
         if (b->want_logits ? b->want_logits[i] != 0 : i == n - 1) c->out_rows[n_out++] = i;
     /* A step whose logits fit one chunk may be recorded and replayed by the backend (CUDA graphs);
      * a failed recording ran nothing, so the ops are issued again. */
+    if (be->step_kind) be->step_kind(be, c->distinct);
     int graph = be->graph_begin && !c->obs && !c->embd_mode && n_out > 0 && n_out <= c->chunk_out;
     if (!(graph && be->graph_begin(be, step_key(c, n, n_out), b->tokens, b->pos, seq, n))) {
         step_ops(c, b, seq, n_out, graph);

@@ -161,8 +161,10 @@ static int mmq_type(int type) {
                             OB_TYPE_Q5_K, OB_TYPE_IQ4_XS, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, OB_TYPE_I2_S, OB_TYPE_LEAN4};
     return in_types(type, t, sizeof t / sizeof t[0]);
 }
-/* The decode kernel's int8-path types (cuda_q8.cuh's cu_q8_type): up to 12 tokens there (the
- * backend's default OB_CUDA_GEMV_MAX), the float-path types up to 32. */
+/* The decode kernel's int8-path types (cuda_q8.cuh's cu_q8_type): up to 32 tokens there, but up
+ * to 12 (the backend's default OB_CUDA_GEMV_MAX) in steps of distinct sequences (matmul_distinct:
+ * the backend's step_kind(1)); the float-path types up to 32. */
+static int matmul_distinct;
 static int q8_type(int type) {
     static const int t[] = {OB_TYPE_Q2_K, OB_TYPE_Q3_K, OB_TYPE_Q6_K};
     return mmq_type(type) || in_types(type, t, sizeof t / sizeof t[0]);
@@ -243,7 +245,7 @@ static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, c
          * against the same dot product with the activations as the kernel quantizes them;
          * tensor cores: 16-bit operands */
         double err = rel_err(y, ref, (size_t)n * n_out), err8 = rel_err(y, ref8, (size_t)n * n_out);
-        const int dec = n <= (q8_type(type) ? 12 : 32);
+        const int dec = n <= (q8_type(type) && matmul_distinct ? 12 : 32);
         const int gvm = matmul_gv_mma && mmq_type(type) && n >= atoi(GV_MMA_TEST) && n <= 64;
         const int mmq = !dec && !gvm && matmul_mmq && mmq_type(type) && n_in % 32 == 0;
         int on8 = (dec || gvm || mmq) && err8 < err;
@@ -1134,6 +1136,17 @@ OB_SUITE(cuda_kernels) {
         test_fused(gq);
         matmul_mmq = 0;
         gpu_free(gq);
+    }
+    /* steps of distinct sequences (the server's batches): int8-path weights from 13 tokens on the
+     * 16-bit path (checked at its tolerance: a silent int8 path fails it), and the fused ops */
+    CHECK(g->step_kind != NULL);
+    if (g->step_kind) {
+        g->step_kind(g, 1);
+        matmul_distinct = 1;
+        test_matmul_types(g);
+        test_fused(g);
+        matmul_distinct = 0;
+        g->step_kind(g, 0);
     }
     /* decode-sized batches on the staged kernel's tensor-core instance (OB_CUDA_GV_MMA, opt-in):
      * every type against the int8 reference, the fused ops' bits (a row's sum must not depend on

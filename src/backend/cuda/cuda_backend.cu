@@ -478,6 +478,7 @@ static int cu_op_graph_begin(ob_backend *b, uint64_t key, const int32_t *ids, co
     xq_forget(st(b)); /* a replay runs no host code: start every step from nothing */
     return cu_graph_begin(st(b), key, ids, pos, seq, n);
 }
+static void cu_op_step_kind(ob_backend *b, int distinct) { st(b)->step_distinct = distinct; }
 static int cu_op_graph_end(ob_backend *b) {
     xq_forget(st(b));
     return cu_graph_end(st(b));
@@ -523,6 +524,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->sync = cu_op_sync;
     b->graph_begin = cu_op_graph_begin;
     b->graph_end = cu_op_graph_end;
+    b->step_kind = cu_op_step_kind;
     b->matmul_add = cu_op_matmul_add;
     b->matmul_multi = cu_op_matmul_multi;
     b->matmul_glu = cu_op_matmul_glu;

@@ -583,7 +583,7 @@ int cu_gemv_takes(const cu_state *s, int type, int n) {
 #define Q8(T) q8 = cu_q8_type(T)
     CU_FOR_TYPE(type, Q8)
 #undef Q8
-    return n >= 1 && (n <= (q8 ? s->gemv_max : CU_GEMV_MAX) || (mma && s->gv_mma && n >= s->gv_mma && n <= s->gv_mma_max));
+    return n >= 1 && (n <= (q8 && s->step_distinct ? s->gemv_max : CU_GEMV_MAX) || (mma && s->gv_mma && n >= s->gv_mma && n <= s->gv_mma_max));
 }
 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {

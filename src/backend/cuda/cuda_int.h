@@ -104,7 +104,9 @@ typedef struct {
     int gv_mma;            /* OB_CUDA_GV_MMA (opt-in, 0: off): fewest tokens whose decode matmul goes to the staged kernel's tensor-core instance */
     int gv_mma_max;        /* OB_CUDA_GV_MMA_MAX: most tokens that instance takes (cu_gemv_takes) */
     int gv_mma_wide;       /* OB_CUDA_GV_MMA_WIDE=0: that instance's rows per block picked as the others' */
-    int gemv_max;          /* OB_CUDA_GEMV_MAX (1..CU_GEMV_MAX): most tokens of an int8-path weight on the staged kernel's dp4a path */
+    int gemv_max;          /* OB_CUDA_GEMV_MAX (1..CU_GEMV_MAX): most tokens of an int8-path weight on the staged kernel's
+                            * dp4a path in a batch of distinct sequences (prompts: CU_GEMV_MAX; cu_gemv_takes) */
+    int step_distinct;     /* the step's tokens are all of distinct sequences (backend step_kind) */
     int graph_max_n;       /* OB_CUDA_GRAPH_MAX: most tokens of a step that is recorded (cuda_graph.cu) */
     int mmq;               /* OB_CUDA_MMQ=1: matmuls the staged kernel does not take on cuda_mmq.cu's int8 tensor-core kernel */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
@@ -202,9 +204,11 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
  * lean4); each returns 0 without launching anything when the weights do not suit it */
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
-/* Nonzero when the staged decode kernel takes n tokens of a weight of this type: int8-path types
- * up to s->gemv_max, the others up to CU_GEMV_MAX, and with OB_CUDA_GV_MMA from s->gv_mma to
- * s->gv_mma_max on its tensor-core instance (cu_mmq_type). */
+/* Nonzero when the staged decode kernel takes n tokens of a weight of this type: up to
+ * CU_GEMV_MAX, but int8-path types only up to s->gemv_max in a step of distinct sequences (above:
+ * cuBLAS, whose 16-bit activations differ from the int8 path's codes: a prompt keeps the products
+ * of token-by-token decoding), and with OB_CUDA_GV_MMA from s->gv_mma to s->gv_mma_max on its
+ * tensor-core instance (cu_mmq_type). */
 int cu_gemv_takes(const cu_state *s, int type, int n);
 /* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
