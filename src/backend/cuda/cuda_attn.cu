@@ -289,8 +289,8 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
      * stalls waited for instructions to arrive), with q loaded and rotated in registers (attn_span's
      * QR) where the RoPE pairs allow it (19% of those samples were at the barrier after the q
      * loads). Run 12, tg128 on the H200 against the general instance (OB_CUDA_ATTN_MK=0): Llama-1B
-     * Q4_0 +5.9%, Q4_K_M +7.0%, F16 +1.4%, BitNet I2_S +1.2%; without QR (=1) +5.3%, +7.1%, +0.7%,
-     * +0.6%. */
+     * Q4_0 +6.0%, Q4_K_M +7.0%, F16 +1.4%, BitNet I2_S +1.2%; without QR (=1) +5.5%, +7.1%, +0.8%,
+     * +0.6% (docs/bench.md). */
     const int hd = a->head_dim, half = ro.r.n_rot / 2;
     const bool qr = s->attn_mk == 2 && ro.on && (ro.r.style != OB_ROPE_NEOX || half % 32 == 0);
     if (!s->attn_mk || a->type_k != OB_TYPE_F16 || a->type_v != OB_TYPE_F16 || hd > 128) AT_LAUNCH(AT_MAXK, -1, false);

@@ -1,4 +1,4 @@
-/* cuda_gemv.cu — the decode matmul (up to 32 tokens) with its rows staged in shared memory,
+/* cuda_gemv.cu — the decode matmul (up to 32 tokens: cu_gemv_takes) with its rows staged in shared memory,
  * and the fused forms the engine calls when a backend has them (backend.h): several weights on
  * the same input (Q, K, V) in one launch, the residual add in the epilogue, gate and up with
  * the GLU in the epilogue.

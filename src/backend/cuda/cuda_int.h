@@ -30,8 +30,10 @@ typedef struct {
     cudaEvent_t done; /* the copy out of host has finished: host may be rewritten */
 } cu_idx_slot;
 
-/* tokens up to which matmul runs the fused decode kernels (above: dequantize + tensor cores); 64
- * measured 12% / 33% less serving throughput at 32 / 64 streams (docs/bench.md, run 10) */
+/* tokens up to which matmul runs the fused decode kernels (above: dequantize + tensor cores; for
+ * int8-path weights in steps of distinct sequences from 13, cu_gemv_takes: run 12, +70% batched
+ * decode at 32 streams); 64 measured 12% / 33% less serving throughput at 32 / 64 streams
+ * (docs/bench.md, run 10) */
 #define CU_GEMV_MAX 32
 #define CU_ATTN_RUN_MIN 64 /* tokens from which one sequence's consecutive positions take the prompt attention kernels */
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */

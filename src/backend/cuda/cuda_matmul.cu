@@ -1,9 +1,10 @@
 /* cuda_matmul.cu — y = x . W^T for weights of every type, and embedding rows.
  *
- * Owns: the choice of path per batch size and the kernels of the large batches:
- *  - n <= 32 tokens (decode, small batches of the server's slots): cuda_gemv.cu (its staged
- *    kernel, or its fallback for rows it cannot stage), and the fused ops' fallbacks here.
- *  - n > 32 (prompt processing, large batches): tensor cores through cuBLAS: the weight is
+ * Owns: the choice of path per batch size (cu_gemv_takes) and the kernels of the large batches:
+ *  - up to 32 tokens (decode, small batches of the server's slots; int8-path weights in a step of
+ *    distinct sequences up to 12, OB_CUDA_GEMV_MAX): cuda_gemv.cu (its staged kernel, or its
+ *    fallback for rows it cannot stage), and the fused ops' fallbacks here.
+ *  - more (prompt processing, larger batches): tensor cores through cuBLAS: the weight is
  *    dequantized to f16 (f16 and bf16 weights are used as stored, f32 through SGEMM in f32),
  *    the activations converted to the same 16-bit type, and cublasGemmEx accumulates in f32.
  *    The weight is decoded once per call and reused by every token, so this costs one extra
