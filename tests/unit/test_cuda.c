@@ -423,6 +423,14 @@ static void test_fused(ob_backend *g) {
     }
 }
 
+/* Every matmul type and the fused ops on b with *mode (which paths test_matmul_types expects) set. */
+static void matmul_suite(ob_backend *b, int *mode) {
+    *mode = 1;
+    test_matmul_types(b);
+    test_fused(b);
+    *mode = 0;
+}
+
 /* ---- one token's int8 rows with the codes held in registers: the same bits ------------- */
 
 /* One token through matmul, matmul_add, matmul_multi (the weight and two smaller ones) and
@@ -1131,10 +1139,7 @@ OB_SUITE(cuda_kernels) {
     ob_backend *gq = gpu_new_with("OB_CUDA_MMQ", "1");
     CHECK(gq != NULL);
     if (gq) {
-        matmul_mmq = 1;
-        test_matmul_types(gq);
-        test_fused(gq);
-        matmul_mmq = 0;
+        matmul_suite(gq, &matmul_mmq);
         gpu_free(gq);
     }
     /* steps of distinct sequences (the server's batches): int8-path weights from 13 tokens on the
@@ -1142,10 +1147,7 @@ OB_SUITE(cuda_kernels) {
     CHECK(g->step_kind != NULL);
     if (g->step_kind) {
         g->step_kind(g, 1);
-        matmul_distinct = 1;
-        test_matmul_types(g);
-        test_fused(g);
-        matmul_distinct = 0;
+        matmul_suite(g, &matmul_distinct);
         g->step_kind(g, 0);
     }
     /* decode-sized batches on the staged kernel's tensor-core instance (OB_CUDA_GV_MMA, opt-in):
@@ -1158,10 +1160,7 @@ OB_SUITE(cuda_kernels) {
         unsetenv("OB_CUDA_GV_MMA_WIDE");
         CHECK(gv != NULL);
         if (gv) {
-            matmul_gv_mma = 1;
-            test_matmul_types(gv);
-            test_fused(gv);
-            matmul_gv_mma = 0;
+            matmul_suite(gv, &matmul_gv_mma);
             gpu_free(gv);
         }
     }
