@@ -16,9 +16,10 @@
 #include "tools/tools.h"
 
 /* The model at path on device, loaded with the environment variable env set to val (env NULL:
- * none), and a context of n_ctx positions for two sequences; NULL (checked) when either fails. */
-static ob_ctx_t *open_two(const char *path, const char *device, const char *env, const char *val, int n_ctx, ob_model_t **mo,
-                          int *n_vocab) {
+ * none), and a context of n_ctx positions for n_seq sequences, n_batch tokens a step; NULL
+ * (checked) when either fails. Shared with test_cuda.c. */
+ob_ctx_t *ob_test_open(const char *path, const char *device, const char *env, const char *val, int n_ctx, int n_seq, int n_batch,
+                       ob_model_t **mo, int *n_vocab) {
     char err[512];
     if (env) setenv(env, val, 1);
     ob_model_params mp = ob_model_default_params();
@@ -31,13 +32,19 @@ static ob_ctx_t *open_two(const char *path, const char *device, const char *env,
     *n_vocab = ob_model_get_info(m)->n_vocab;
     ob_ctx_params cp = ob_ctx_default_params();
     cp.n_ctx = n_ctx;
-    cp.n_seq = 2;
-    cp.n_batch = 8;
+    cp.n_seq = n_seq;
+    cp.n_batch = n_batch;
     ob_ctx_t *c = NULL;
     CHECK_EQ_INT(ob_ctx_new(m, &cp, &c, err, sizeof err), 0);
     if (!c) ob_model_free(m);
     *mo = m;
     return c;
+}
+
+/* ob_test_open for two sequences, 8 tokens a step. */
+static ob_ctx_t *open_two(const char *path, const char *device, const char *env, const char *val, int n_ctx, ob_model_t **mo,
+                          int *n_vocab) {
+    return ob_test_open(path, device, env, val, n_ctx, 2, 8, mo, n_vocab);
 }
 
 /* Decodes batch b (every row asks for logits) and copies row i's logits to out[i]. */

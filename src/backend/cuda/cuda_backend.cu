@@ -156,12 +156,15 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->gv_mma = gt && atoi(gt) >= 1 ? atoi(gt) : 0;
     const char *gw = getenv("OB_CUDA_GV_MMA_WIDE");
     s->gv_mma_wide = !(gw && !strcmp(gw, "0"));
+    const char *gs = getenv("OB_CUDA_GV_MMA_XS");
+    s->gv_mma_xs = !(gs && !strcmp(gs, "0"));
+    s->smem_optin = (int)p.sharedMemPerBlockOptin;
     const char *gm = getenv("OB_CUDA_GEMV_MAX");
     s->gemv_max = gm && atoi(gm) >= 1 && atoi(gm) <= CU_GEMV_MAX ? atoi(gm) : 12;
     const char *gn = getenv("OB_CUDA_GRAPH_MAX");
     s->graph_max_n = gn && atoi(gn) >= 1 ? atoi(gn) : 64;
     const char *gx = getenv("OB_CUDA_GV_MMA_MAX");
-    s->gv_mma_max = gx && atoi(gx) >= 1 ? atoi(gx) : 64;
+    s->gv_mma_max = gx && atoi(gx) >= 1 && atoi(gx) <= 256 ? atoi(gx) : 64;
     const char *ly = getenv("OB_CUDA_LAYER");
     s->layer = ly && !strcmp(ly, "1");
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");

@@ -63,6 +63,7 @@ struct gv_args {
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
     int hold;         /* one token's int8 rows with the lanes' codes held in registers (gv_rows_q8_held) */
+    int xstage;       /* tensor-core instance: each token group's codes and scales staged in shared memory */
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
@@ -260,20 +261,46 @@ __device__ __forceinline__ int gv_word(const int (&w)[8], int k) {
  * before this one's products. red[warp][r * NT + t] gets the warp's part for every staged row and
  * token (the epilogue adds the four in order). The activations' codes are read once per block for
  * all its rows (the dp4a path reads them once per row and token). */
+/* Where a token group's codes are read from: token t0 + t's words at xw + (t0 + t) tw, its
+ * sub-block scales at xs + (t0 + t) nsb (the codes buffer, or the group staged in shared memory
+ * with t0 = 0). */
+struct gv_xsrc {
+    const int *xw;
+    size_t tw;
+    const float2 *xs;
+    int t0;
+};
+
 template <int MT>
-__device__ __forceinline__ void gv_mma_x(const gv_args &a, const int *xw, size_t tw, int nsb, int sb, int t0, int nt, int g, int c,
-                                         int (&fa)[MT][4], float2 (&xa)[MT][2]) {
+__device__ __forceinline__ void gv_mma_x(const gv_xsrc &x, int nsb, int sb, int nt, int g, int c, int (&fa)[MT][4], float2 (&xa)[MT][2]) {
 #pragma unroll
     for (int m = 0; m < MT; m++) /* tokens 16 m + g and 16 m + g + 8 of the group */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int t = 16 * m + g + 8 * h;
             const bool in = t < nt && sb < nsb;
-            const int *p = xw + (size_t)(t0 + t) * tw + 8 * sb;
+            const int *p = x.xw + (size_t)(x.t0 + t) * x.tw + 8 * sb;
             fa[m][h] = in ? p[c] : 0;
             fa[m][2 + h] = in ? p[4 + c] : 0;
-            xa[m][h] = in ? a.xs[(size_t)(t0 + t) * nsb + sb] : make_float2(0.0f, 0.0f);
+            xa[m][h] = in ? x.xs[(size_t)(x.t0 + t) * nsb + sb] : make_float2(0.0f, 0.0f);
         }
+}
+
+/* Bytes a token takes in the staged group (its codes and 16 bytes, so that the eight tokens of a
+ * fragment's loads fall in different banks), and the staged group's bytes. */
+__host__ __device__ __forceinline__ size_t gv_xrow(int n_in) { return (size_t)n_in + 16; }
+__host__ __device__ __forceinline__ size_t gv_xbytes(int n_in) { return GV_MMA_NT * (gv_xrow(n_in) + (size_t)n_in / 4); }
+
+/* Copies tokens t0 .. t0 + nt - 1's codes and sub-block scales into dst (gv_xbytes; the caller
+ * commits and waits). */
+__device__ __forceinline__ void gv_stage_x(const gv_args &a, uint8_t *dst, int t0, int nt) {
+    const int nch = a.n_in / 16, nsb = a.n_in / 32;
+    for (int i = threadIdx.x; i < nt * nch; i += GV_THREADS) {
+        const int t = i / nch, k = i % nch;
+        __pipeline_memcpy_async(dst + t * gv_xrow(a.n_in) + 16 * k, a.xq + (size_t)(t0 + t) * a.n_in + 16 * k, 16);
+    }
+    float2 *xs = (float2 *)(dst + GV_MMA_NT * gv_xrow(a.n_in));
+    for (int i = threadIdx.x; i < nt * nsb; i += GV_THREADS) __pipeline_memcpy_async(xs + i, a.xs + (size_t)t0 * nsb + i, 8);
 }
 
 __device__ __forceinline__ float gv_mma_term(float acc, float wa, float wb, int d, float2 x) {
@@ -282,11 +309,11 @@ __device__ __forceinline__ float gv_mma_term(float acc, float wa, float wb, int 
 
 template <int T, int RMAX>
 __device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
-                                            float (*red)[RMAX * GV_MMA_NT]) {
+                                            const uint8_t *xsm, float (*red)[RMAX * GV_MMA_NT]) {
     constexpr int NTILE = RMAX / 8, MT = GV_MMA_NT / 16, NW = GV_THREADS / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, nsb = a.n_in / 32;
-    const int *xw = (const int *)a.xq;
-    const size_t tw = (size_t)a.n_in / 4; /* code words per token */
+    const gv_xsrc x = xsm ? gv_xsrc{(const int *)xsm, gv_xrow(a.n_in) / 4, (const float2 *)(xsm + GV_MMA_NT * gv_xrow(a.n_in)), 0}
+                          : gv_xsrc{(const int *)a.xq, (size_t)a.n_in / 4, a.xs, t0};
     float acc[NTILE][MT][4];
 #pragma unroll
     for (int j = 0; j < NTILE; j++)
@@ -296,12 +323,12 @@ __device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *bas
             for (int k = 0; k < 4; k++) acc[j][m][k] = 0.0f;
     int fa[MT][4];
     float2 xa[MT][2];
-    gv_mma_x<MT>(a, xw, tw, nsb, warp, t0, nt, g, c, fa, xa);
+    gv_mma_x<MT>(x, nsb, warp, nt, g, c, fa, xa);
 #pragma unroll 1
     for (int sb = warp; sb < nsb; sb += NW) {
         int fn[MT][4];
         float2 xn[MT][2];
-        gv_mma_x<MT>(a, xw, tw, nsb, sb + NW, t0, nt, g, c, fn, xn);
+        gv_mma_x<MT>(x, nsb, sb + NW, nt, g, c, fn, xn);
 #pragma unroll
         for (int j = 0; j < NTILE; j++) {
             if (8 * j >= rows) break;
@@ -380,13 +407,24 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
     __pipeline_commit();
     cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
+    uint8_t *xsm = gv_mma(T, NT) && a.xstage ? sm + (glu ? 2 : 1) * stride : NULL; /* the staged token group */
+    if (xsm) { /* the first group's codes, waited for with the weights */
+        gv_stage_x(a, xsm, 0, a.n < NT ? a.n : NT);
+        __pipeline_commit();
+    }
     __pipeline_wait_prior(0);
     __syncthreads();
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (gv_mma(T, NT)) gv_rows_mma<T, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
+        if (xsm && t0 > 0) { /* the previous group's readers passed the barrier after its sums */
+            gv_stage_x(a, xsm, t0, nt);
+            __pipeline_commit();
+            __pipeline_wait_prior(0);
+            __syncthreads();
+        }
+        if constexpr (gv_mma(T, NT)) gv_rows_mma<T, RMAX>(a, base0, base1, nr, rows, t0, nt, xsm, red);
         else if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
@@ -451,6 +489,7 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
 
 template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
+    const size_t red = sizeof(float) * RMAX * NT * (GV_THREADS / 32);
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
     a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX, gv_mma(T, NT) && s->gv_mma_wide);
@@ -459,7 +498,15 @@ template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
+    a.xstage = gv_mma(T, NT) && s->gv_mma_xs && smem + gv_xbytes(a.n_in) + red <= (size_t)s->smem_optin;
+    if (a.xstage) smem += gv_xbytes(a.n_in);
+    static size_t allowed = 48 * 1024; /* per instance: dynamic shared memory beyond 48 KB is asked for once */
+    if (smem + red > allowed) {
+        cu_check(cudaFuncSetAttribute(k_gv<T, NT, RMAX, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                 "decode matmul (shared memory)");
+        allowed = smem + red;
+    }
     cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS>, a);
 }
 
@@ -473,6 +520,20 @@ static int gv_hold4(int gv_hold, int n_in) {
     return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
+/* The tensor-core instance takes n tokens of a cu_mmq_type weight: opt-in, and like cuBLAS only
+ * in steps of distinct sequences (a prompt keeps token-by-token decoding's products). */
+static bool gv_mma_takes(const cu_state *s, bool mma, int n) {
+    return mma && s->gv_mma && s->step_distinct && n >= s->gv_mma && n <= s->gv_mma_max;
+}
+
+/* Its sums (static) and two weights' rows of rb bytes fit the 48 KB a launch gets without asking:
+ * one limit for every call, so that a fused GLU and the plain gate and up take the same instance. */
+static bool gv_mma_fits(size_t rb) { return 2 * gv_span(rb) + sizeof(float) * GV_MMA_RMAX * GV_MMA_NT * GV_THREADS / 32 <= 49152; }
+
+/* Nonzero when k_gv runs n tokens of rows of rb bytes: past CU_GEMV_MAX only the tensor-core
+ * instance (else cuBLAS's path is the faster). */
+static bool gv_runs(size_t rb, int n) { return n <= CU_GEMV_MAX || gv_mma_fits(rb); }
+
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
     a.hold = s->gv_hold != 0;
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
@@ -484,9 +545,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     }
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
-    if constexpr (cu_mmq_type(T)) /* static (its sums) and staged shared memory within the 48 KB a launch gets */
-        if (s->gv_mma && a.n >= s->gv_mma && (a.ep == GV_GLU ? 2 : 1) * gv_span(a.rb) + sizeof(float) * GV_MMA_RMAX * GV_MMA_NT * GV_THREADS / 32 <= 49152)
-            return gv_launch<T, GV_MMA_NT, GV_MMA_RMAX>(s, a);
+    if constexpr (cu_mmq_type(T))
+        if (gv_mma_takes(s, true, a.n) && gv_mma_fits(a.rb)) return gv_launch<T, GV_MMA_NT, GV_MMA_RMAX>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
@@ -583,11 +643,11 @@ int cu_gemv_takes(const cu_state *s, int type, int n) {
 #define Q8(T) q8 = cu_q8_type(T)
     CU_FOR_TYPE(type, Q8)
 #undef Q8
-    return n >= 1 && (n <= (q8 && s->step_distinct ? s->gemv_max : CU_GEMV_MAX) || (mma && s->gv_mma && n >= s->gv_mma && n <= s->gv_mma_max));
+    return n <= (q8 && s->step_distinct ? s->gemv_max : CU_GEMV_MAX) || gv_mma_takes(s, mma, n);
 }
 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
-    if (!cu_gemv_takes(s, w->type, n) || !gv_ok(w, x, 1)) return 0;
+    if (!cu_gemv_takes(s, w->type, n) || !gv_ok(w, x, 1) || !gv_runs(w->row_bytes, n)) return 0;
     gv_args a = gv_base(w, x, n, add ? GV_ADD : GV_STORE);
     a.job[0] = gv_job_of(w, y);
     a.nj = 1;
@@ -598,7 +658,7 @@ int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, in
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
     if (count < 1 || count > GV_JOBS || !cu_gemv_takes(s, ws[0]->type, n)) return 0;
     for (int i = 0; i < count; i++)
-        if (!gv_ok(ws[i], x, 1) || ws[i]->type != ws[0]->type || ws[i]->n_in != ws[0]->n_in) return 0;
+        if (!gv_ok(ws[i], x, 1) || ws[i]->type != ws[0]->type || ws[i]->n_in != ws[0]->n_in || !gv_runs(ws[i]->row_bytes, n)) return 0;
     gv_args a = gv_base(ws[0], x, n, GV_STORE);
     for (int i = 0; i < count; i++) a.job[i] = gv_job_of(ws[i], ys[i]);
     a.nj = count;
@@ -607,7 +667,7 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
 }
 
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n) {
-    if (!cu_gemv_takes(s, g->type, n) || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
+    if (!cu_gemv_takes(s, g->type, n) || !gv_ok(g, x, 2) || !gv_runs(g->row_bytes, n) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
     gv_args a = gv_base(g, x, n, GV_GLU);
     a.job[0] = gv_job_of(g, out);
     a.nj = 1;

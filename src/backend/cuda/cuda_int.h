@@ -106,6 +106,8 @@ typedef struct {
     int gv_mma;            /* OB_CUDA_GV_MMA (opt-in, 0: off): fewest tokens whose decode matmul goes to the staged kernel's tensor-core instance */
     int gv_mma_max;        /* OB_CUDA_GV_MMA_MAX: most tokens that instance takes (cu_gemv_takes) */
     int gv_mma_wide;       /* OB_CUDA_GV_MMA_WIDE=0: that instance's rows per block picked as the others' */
+    int gv_mma_xs;         /* OB_CUDA_GV_MMA_XS=0: that instance reads the codes from L2 instead of staging a token group */
+    int smem_optin;        /* shared memory a block may ask for (cudaDevAttrMaxSharedMemoryPerBlockOptin) */
     int gemv_max;          /* OB_CUDA_GEMV_MAX (1..CU_GEMV_MAX): most tokens of an int8-path weight on the staged kernel's
                             * dp4a path in a batch of distinct sequences (prompts: CU_GEMV_MAX; cu_gemv_takes) */
     int step_distinct;     /* the step's tokens are all of distinct sequences (backend step_kind) */

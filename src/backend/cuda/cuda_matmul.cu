@@ -88,9 +88,13 @@ int cu_matmul_supports(int type) {
 static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n) {
     const float alpha = w->scale, beta = 0.0f;
     cublasComputeType_t ct = t == CUDA_R_32F ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F;
-    cu_check_blas(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x, t,
-                               (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, ct, CUBLAS_GEMM_DEFAULT),
-                  "cublasGemmEx");
+    const cublasStatus_t e = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x,
+                                          t, (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, ct, CUBLAS_GEMM_DEFAULT);
+    if (e != CUBLAS_STATUS_SUCCESS && s->cap) { /* not recordable: the step runs eagerly (cuda_graph.cu) */
+        s->cap_bad = 1;
+        return;
+    }
+    cu_check_blas(e, "cublasGemmEx");
 }
 
 /* x as the weight's dot products need it: lean4 rows are stored rotated, so x is rotated the
@@ -107,8 +111,11 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
 /* y = x . W^T with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     if (cu_gemv_takes(s, w->type, n)) {
-        if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
-        return;
+        if (cu_gemv(s, w, x, y, n, 0)) return;
+        if (n <= CU_GEMV_MAX) { /* (more tokens, that the tensor-core instance declined: the paths below) */
+            cu_gemv_fallback(s, w, x, y, n);
+            return;
+        }
     }
     if (cu_mmq(s, w, x, y, n, 0)) return;
     if (w->type == OB_TYPE_F32) {
