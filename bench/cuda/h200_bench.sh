@@ -8,7 +8,11 @@
 # against build-b/ of `h200_test.sh abbuild DEFS` (a build option, e.g. -DOB_CUDA_LD16=0). `batched`:
 # batched decode without HTTP, 1bit bench -d 128 -npl 1,8,32,64 -n 64 against llama-batched-bench
 # -npp 128 -ntg 64 -npl 1,8,32,64 (S_TG: every sequence's tokens over the generation time; one run,
-# no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files. Raw results under $OUT.
+# no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files. `batchab "ENV1"
+# "ENV2" ...`: 1bit alone, batched decode (-npl 1,8,16,32,64) of the 1B Q4_0 and 8B Q4_K_M files
+# with each environment setting (e.g. "X=1" "OB_CUDA_GV_MMA=5" "OB_CUDA_GV_MMA=5
+# OB_CUDA_GV_MMA_XS=0"), twice alternating, then the per-op profile at 32 streams of each.
+# Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
@@ -28,6 +32,16 @@ if [ "$1" = batched ]; then
             --output-format jsonl 2>>$OUT/err.log | grep '^{' |
             python3 -c "import sys,json;[print('llama.cpp',sys.argv[1],r['pl'],round(r['speed_tg'],1)) for r in map(json.loads,sys.stdin)]" $f
     done | tee $OUT/batched.txt
+    exit 0
+fi
+if [ "$1" = batchab ]; then
+    shift
+    for f in l1b-Q4_0 l8b-Q4_K_M; do for rep in 1 2; do for e in "$@"; do
+        env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -d 128 -npl 1,8,16,32,64 -r 3 --device cuda 2>&1 |
+            grep -E "tg|rror" | sed "s/^/$e $f /"
+    done; done; done | tee $OUT/batchab.txt
+    for e in "$@"; do echo "== $e"; env $e OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 32 -d 128 -npl 32 -r 1 \
+        --device cuda 2>&1 | head -24; done > $OUT/batchab-prof.txt
     exit 0
 fi
 if [ "$1" = tables ]; then

@@ -248,9 +248,10 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     /* spans: fixed by the shapes alone (not by the positions), so that a recorded decode step can
      * be replayed as the context grows: for short batches (decode) enough for the longest context
      * (blocks of a token's unused spans end at once), capped at 16 blocks per SM; for long prompts
-     * one span (the tokens' own blocks fill the GPU) */
+     * one span (the tokens' own blocks fill the GPU; OB_CUDA_ATTN_SPLIT=K: from K blocks an SM, 2
+     * by default, for an A/B of batched decode, whose blocks walk up to the whole context each) */
     const int blocks = a->n * a->n_head;
-    int n_split = blocks >= 2 * s->sm_count ? 1 : (16 * s->sm_count + blocks - 1) / blocks;
+    int n_split = blocks >= s->attn_split * s->sm_count ? 1 : (16 * s->sm_count + blocks - 1) / blocks;
     const int max_split = (a->n_ctx + AT_SPAN_MIN - 1) / AT_SPAN_MIN;
     if (n_split > max_split) n_split = max_split;
     if (n_split > AT_SPLIT_MAX) n_split = AT_SPLIT_MAX;

@@ -181,6 +181,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *ac = getenv("OB_CUDA_ATTN_CODES");
     s->attn_codes = !(ac && !strcmp(ac, "0"));
+    const char *sp = getenv("OB_CUDA_ATTN_SPLIT");
+    s->attn_split = sp && atoi(sp) >= 1 && atoi(sp) <= 16 ? atoi(sp) : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
     s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
     const char *pdl = getenv("OB_CUDA_PDL");
