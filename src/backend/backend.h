@@ -190,6 +190,8 @@ int ob_backend_cuda_usable(void);
 /* The int8 decoders of the CUDA matmul run on the host against the reference (no GPU needed):
  * the number of types that fail; report gets a line per type. */
 int ob_cuda_q8_selftest(char *report, size_t cap);
+/* Steps replayed from CUDA graph recordings so far, by every CUDA backend of the process (tests). */
+long ob_cuda_graph_replays(void);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);

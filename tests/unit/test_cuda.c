@@ -1285,17 +1285,30 @@ static void test_graphs(void) {
      * them): recorded and replayed steps give the eager steps' logits, and no key replays another
      * kind of step's kernels (distinct steps take cuBLAS from 13 tokens, prompt runs the int8 path
      * to 32, one sequence's run of 64 the prompt attention) */
-    size_t rw0 = 0, rw1 = 0;
-    int nw0 = 0, nw1 = 0;
-    float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", &rw0, &nw0), *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", &rw1, &nw1);
-    CHECK(we != NULL && wg != NULL && rw0 == rw1 && nw0 == nw1);
-    if (we && wg && rw0 == rw1 && nw0 == nw1) {
-        double d = max_abs_diff(wg, we, rw0 * (size_t)nw0);
-        if (d > 1e-5 || ob_test_verbose) fprintf(stderr, "  cuda graphs vs eager, wide steps: max|diff| %.3g over %zu rows\n", d, rw0);
-        CHECK(d <= 1e-5);
+    /* (and again with the decode matmul's tensor-core instance, OB_CUDA_GV_MMA, inside them) */
+    for (int mma = 0; mma < 2; mma++) {
+        if (mma) setenv("OB_CUDA_GV_MMA", "5", 1);
+        size_t rw0 = 0, rw1 = 0;
+        int nw0 = 0, nw1 = 0;
+        float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", &rw0, &nw0);
+#ifdef OB_CUDA
+        const long replays = ob_cuda_graph_replays();
+#endif
+        float *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", &rw1, &nw1);
+#ifdef OB_CUDA
+        CHECK(ob_cuda_graph_replays() > replays); /* the recorded run replayed steps */
+#endif
+        if (mma) unsetenv("OB_CUDA_GV_MMA");
+        CHECK(we != NULL && wg != NULL && rw0 == rw1 && nw0 == nw1);
+        if (we && wg && rw0 == rw1 && nw0 == nw1) {
+            double d = max_abs_diff(wg, we, rw0 * (size_t)nw0);
+            if (d > 1e-5 || ob_test_verbose)
+                fprintf(stderr, "  cuda graphs vs eager, wide steps%s: max|diff| %.3g over %zu rows\n", mma ? " (GV_MMA)" : "", d, rw0);
+            CHECK(d <= 1e-5);
+        }
+        free(we);
+        free(wg);
     }
-    free(we);
-    free(wg);
     /* heap logits buffers (OB_CUDA_PINNED=0) give the same logits as the page-locked default */
     int nv2 = 0;
     float *heap = ob_test_decode_two(out, "cuda", "OB_CUDA_PINNED", "0", steps, &nv2);

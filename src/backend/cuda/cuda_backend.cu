@@ -470,7 +470,7 @@ static void cu_op_act_quant_i8(ob_backend *b, float *x, int n, int dim) {
 static void cu_op_copy(ob_backend *b, void *dst, const void *src, size_t size) {
     cu_state *s = st(b);
     xq_forget(s);
-    PROF(s, "copy", (double)size, cu_check(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, s->stream), "copy"));
+    PROF(s, "copy", (double)size, cu_check_op(s, cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, s->stream), "copy"));
 }
 
 static void cu_op_sync(ob_backend *b) {

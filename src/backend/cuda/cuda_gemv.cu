@@ -262,12 +262,13 @@ __device__ __forceinline__ int gv_word(const int (&w)[8], int k) {
  * token (the epilogue adds the four in order). The activations' codes are read once per block for
  * all its rows (the dp4a path reads them once per row and token). */
 /* Where a token group's codes are read from: token t0 + t's words at xw + (t0 + t) tw, its
- * sub-block scales at xs + (t0 + t) nsb (the codes buffer, or the group staged in shared memory
+ * sub-block scales at xs + (t0 + t) ss (the codes buffer, or the group staged in shared memory
  * with t0 = 0). */
 struct gv_xsrc {
     const int *xw;
     size_t tw;
     const float2 *xs;
+    size_t ss;
     int t0;
 };
 
@@ -282,25 +283,30 @@ __device__ __forceinline__ void gv_mma_x(const gv_xsrc &x, int nsb, int sb, int 
             const int *p = x.xw + (size_t)(x.t0 + t) * x.tw + 8 * sb;
             fa[m][h] = in ? p[c] : 0;
             fa[m][2 + h] = in ? p[4 + c] : 0;
-            xa[m][h] = in ? x.xs[(size_t)(x.t0 + t) * nsb + sb] : make_float2(0.0f, 0.0f);
+            xa[m][h] = in ? x.xs[(size_t)(x.t0 + t) * x.ss + sb] : make_float2(0.0f, 0.0f);
         }
 }
 
-/* Bytes a token takes in the staged group (its codes and 16 bytes, so that the eight tokens of a
- * fragment's loads fall in different banks), and the staged group's bytes. */
+/* The staged group (ntok = min(n, GV_MMA_NT) token rows): a token's codes take n_in + 16 bytes
+ * and its scales nsb + 1 float2s, so that the eight tokens of a fragment's loads fall in
+ * different banks; the scales follow the ntok rows of codes. */
 __host__ __device__ __forceinline__ size_t gv_xrow(int n_in) { return (size_t)n_in + 16; }
-__host__ __device__ __forceinline__ size_t gv_xbytes(int n_in) { return GV_MMA_NT * (gv_xrow(n_in) + (size_t)n_in / 4); }
+__host__ __device__ __forceinline__ size_t gv_xss(int n_in) { return (size_t)n_in / 32 + 1; }
+__host__ __device__ __forceinline__ size_t gv_xbytes(int n_in, int ntok) { return (size_t)ntok * (gv_xrow(n_in) + 8 * gv_xss(n_in)); }
 
-/* Copies tokens t0 .. t0 + nt - 1's codes and sub-block scales into dst (gv_xbytes; the caller
- * commits and waits). */
-__device__ __forceinline__ void gv_stage_x(const gv_args &a, uint8_t *dst, int t0, int nt) {
+/* Copies tokens t0 .. t0 + nt - 1's codes and sub-block scales into dst (gv_xbytes of ntok rows;
+ * the caller commits and waits). */
+__device__ __forceinline__ void gv_stage_x(const gv_args &a, uint8_t *dst, int ntok, int t0, int nt) {
     const int nch = a.n_in / 16, nsb = a.n_in / 32;
     for (int i = threadIdx.x; i < nt * nch; i += GV_THREADS) {
         const int t = i / nch, k = i % nch;
         __pipeline_memcpy_async(dst + t * gv_xrow(a.n_in) + 16 * k, a.xq + (size_t)(t0 + t) * a.n_in + 16 * k, 16);
     }
-    float2 *xs = (float2 *)(dst + GV_MMA_NT * gv_xrow(a.n_in));
-    for (int i = threadIdx.x; i < nt * nsb; i += GV_THREADS) __pipeline_memcpy_async(xs + i, a.xs + (size_t)t0 * nsb + i, 8);
+    float2 *xs = (float2 *)(dst + ntok * gv_xrow(a.n_in));
+    for (int i = threadIdx.x; i < nt * nsb; i += GV_THREADS) {
+        const int t = i / nsb, k = i % nsb;
+        __pipeline_memcpy_async(xs + t * gv_xss(a.n_in) + k, a.xs + (size_t)(t0 + t) * nsb + k, 8);
+    }
 }
 
 __device__ __forceinline__ float gv_mma_term(float acc, float wa, float wb, int d, float2 x) {
@@ -312,8 +318,9 @@ __device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *bas
                                             const uint8_t *xsm, float (*red)[RMAX * GV_MMA_NT]) {
     constexpr int NTILE = RMAX / 8, MT = GV_MMA_NT / 16, NW = GV_THREADS / 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, nsb = a.n_in / 32;
-    const gv_xsrc x = xsm ? gv_xsrc{(const int *)xsm, gv_xrow(a.n_in) / 4, (const float2 *)(xsm + GV_MMA_NT * gv_xrow(a.n_in)), 0}
-                          : gv_xsrc{(const int *)a.xq, (size_t)a.n_in / 4, a.xs, t0};
+    const int ntok = a.n < GV_MMA_NT ? a.n : GV_MMA_NT; /* the staged group's rows */
+    const gv_xsrc x = xsm ? gv_xsrc{(const int *)xsm, gv_xrow(a.n_in) / 4, (const float2 *)(xsm + ntok * gv_xrow(a.n_in)), gv_xss(a.n_in), 0}
+                          : gv_xsrc{(const int *)a.xq, (size_t)a.n_in / 4, a.xs, (size_t)nsb, t0};
     float acc[NTILE][MT][4];
 #pragma unroll
     for (int j = 0; j < NTILE; j++)
@@ -408,8 +415,9 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     __pipeline_commit();
     cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
     uint8_t *xsm = gv_mma(T, NT) && a.xstage ? sm + (glu ? 2 : 1) * stride : NULL; /* the staged token group */
+    const int ntok = a.n < NT ? a.n : NT;
     if (xsm) { /* the first group's codes, waited for with the weights */
-        gv_stage_x(a, xsm, 0, a.n < NT ? a.n : NT);
+        gv_stage_x(a, xsm, ntok, 0, ntok);
         __pipeline_commit();
     }
     __pipeline_wait_prior(0);
@@ -419,7 +427,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
         if (xsm && t0 > 0) { /* the previous group's readers passed the barrier after its sums */
-            gv_stage_x(a, xsm, t0, nt);
+            gv_stage_x(a, xsm, ntok, t0, nt);
             __pipeline_commit();
             __pipeline_wait_prior(0);
             __syncthreads();
@@ -499,14 +507,12 @@ template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    a.xstage = gv_mma(T, NT) && s->gv_mma_xs && smem + gv_xbytes(a.n_in) + red <= (size_t)s->smem_optin;
-    if (a.xstage) smem += gv_xbytes(a.n_in);
-    static size_t allowed = 48 * 1024; /* per instance: dynamic shared memory beyond 48 KB is asked for once */
-    if (smem + red > allowed) {
+    const size_t xb = gv_xbytes(a.n_in, a.n < NT ? a.n : NT);
+    a.xstage = gv_mma(T, NT) && s->gv_mma_xs && smem + xb + red <= (size_t)s->smem_optin;
+    if (a.xstage) smem += xb;
+    if (smem + red > 48 * 1024) /* beyond 48 KB a launch asks (a host call, not a stream operation) */
         cu_check(cudaFuncSetAttribute(k_gv<T, NT, RMAX, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                  "decode matmul (shared memory)");
-        allowed = smem + red;
-    }
     cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS>, a);
 }
 

@@ -29,6 +29,10 @@
 
 #include "backend/cuda/cuda_int.h"
 
+static long graph_replays; /* steps replayed, every backend of the process (tests) */
+
+extern "C" long ob_cuda_graph_replays(void) { return __atomic_load_n(&graph_replays, __ATOMIC_RELAXED); }
+
 static void graph_reset(cu_graph *g) {
     if (g->exec) cudaGraphExecDestroy(g->exec);
     if (g->host) cudaFreeHost(g->host);
@@ -93,6 +97,7 @@ int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t 
     if (g->exec) {
         cu_check(cudaGraphLaunch(g->exec, s->stream), "cudaGraphLaunch");
         cu_check(cudaEventRecord(g->done, s->stream), "graph input");
+        __atomic_add_fetch(&graph_replays, 1, __ATOMIC_RELAXED);
         return 1;
     }
     if (cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
@@ -102,6 +107,7 @@ int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t 
     }
     s->cap = g;
     s->cap_bad = 0;
+    s->cap_why = NULL;
     s->cap_arr[0] = ids;
     s->cap_arr[1] = pos;
     s->cap_arr[2] = seq;
@@ -119,9 +125,12 @@ int cu_graph_end(cu_state *s) {
     if (e == cudaSuccess && !s->cap_bad && graph) e = cudaGraphInstantiate(&g->exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
     if (e != cudaSuccess || s->cap_bad || !g->exec) {
-        if (e != cudaSuccess) /* not an expected refusal (scratch growth, an index array): say so once per key */
-            fprintf(stderr, "cuda backend: a decode step could not be recorded as a CUDA graph (error: %s); it runs eagerly\n",
-                    cudaGetErrorString(e));
+        /* not an expected refusal (scratch growth, an index array): say so once per key */
+        if (e != cudaSuccess || s->cap_why)
+            fprintf(stderr, "cuda backend: a decode step could not be recorded as a CUDA graph (%s%s%s%s); it runs eagerly\n",
+                    s->cap_why ? s->cap_why : "", s->cap_why ? " failed inside it" : "", s->cap_why && e != cudaSuccess ? ": " : "",
+                    e != cudaSuccess ? cudaGetErrorString(e) : "");
+        s->cap_why = NULL;
         cudaGetLastError();
         if (g->exec) cudaGraphExecDestroy(g->exec);
         g->exec = NULL;

@@ -132,11 +132,23 @@ typedef struct {
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
     int cap_bad;           /* something not recordable happened during the recording */
+    const char *cap_why;   /* ... an operation that failed there (said when the recording is dropped), or NULL */
     cu_prof *prof;         /* OB_CUDA_PROFILE=1: per-op GPU times, else NULL */
 } cu_state;
 
 /* Aborts with the call and CUDA's message when e is an error. */
 void cu_check(cudaError_t e, const char *what);
+/* cu_check for a stream operation: inside a recording an error drops the recording instead (the
+ * step then runs eagerly, cuda_graph.cu; a failed call invalidates the whole capture). */
+static inline void cu_check_op(cu_state *s, cudaError_t e, const char *what) {
+    if (e != cudaSuccess && s->cap) {
+        cudaGetLastError();
+        s->cap_bad = 1;
+        s->cap_why = what;
+        return;
+    }
+    cu_check(e, what);
+}
 void cu_check_blas(cublasStatus_t e, const char *what);
 /* Last launch's error. */
 #define CU_LAUNCHED(what) cu_check(cudaGetLastError(), what)
@@ -175,7 +187,7 @@ static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 bloc
     c.stream = s->stream;
     c.attrs = at;
     c.numAttrs = s->pdl ? 1 : 0;
-    cu_check(cudaLaunchKernelEx(&c, k, args...), what);
+    cu_check_op(s, cudaLaunchKernelEx(&c, k, args...), what);
 }
 
 /* Device copy of host[n] (see cu_idx_slot). */

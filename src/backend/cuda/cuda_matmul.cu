@@ -91,7 +91,9 @@ static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void
     const cublasStatus_t e = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x,
                                           t, (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, ct, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS && s->cap) { /* not recordable: the step runs eagerly (cuda_graph.cu) */
+        cudaGetLastError();
         s->cap_bad = 1;
+        s->cap_why = "cublasGemmEx";
         return;
     }
     cu_check_blas(e, "cublasGemmEx");
