@@ -127,10 +127,10 @@ static int msg_messages(json_t *b, json_t *msgs, ob_gen_req *q, char *err, size_
         json_array_foreach(tools, i, m) {
             if (!json_is_string(json_object_get(m, "name"))) return snprintf(err, errlen, "'tools[%zu].name' must be a string", i), -1;
             json_t *schema = json_object_get(m, "input_schema");
-            json_array_append_new(q->tools, json_pack("{s:s, s:{s:O, s:s?, s:O}}", "type", "function", "function", "name",
+            json_array_append_new(q->tools, json_pack("{s:s, s:{s:O, s:s?, s:o}}", "type", "function", "function", "name",
                                                       json_object_get(m, "name"), "description",
                                                       json_string_value(json_object_get(m, "description")), "parameters",
-                                                      schema ? schema : json_object()));
+                                                      schema ? json_incref(schema) : json_object()));
         }
     }
     json_t *tc = json_object_get(b, "tool_choice");

@@ -72,6 +72,14 @@ OB_SUITE(fuzz_found) {
     CHECK_EQ_INT(rc, 0);
     CHECK(prompt && strstr(prompt, "\"arguments\": {}"));
     free(prompt);
+    /* fuzz_request: an Anthropic tool without "input_schema" leaked the empty object its parameters
+     * became (the leak shows under ASan); the tool still reaches the template */
+    rc = parse(&S, 3, "{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+                      "\"tools\":[{\"name\":\"f\"},{\"name\":\"g\",\"input_schema\":{\"type\":\"object\"}}]}",
+               &status, err, sizeof err, &prompt);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(prompt && strstr(prompt, "\"f\"") && strstr(prompt, "\"g\""));
+    free(prompt);
     /* ... and a tool_use whose name is not a string was passed on silently: now a 400 */
     rc = parse(&S, 3, "{\"max_tokens\":5,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":{\"a\":1}}]}]}",
                &status, err, sizeof err, &prompt);
