@@ -641,15 +641,7 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
 }
 
 int cu_gemv_takes(const cu_state *s, int type, int n) {
-    int mma = 0;
-#define MMA(T) mma = cu_mmq_type(T)
-    CU_FOR_TYPE(type, MMA)
-#undef MMA
-    int q8 = 0;
-#define Q8(T) q8 = cu_q8_type(T)
-    CU_FOR_TYPE(type, Q8)
-#undef Q8
-    return n <= (q8 && s->step_distinct ? s->gemv_max : CU_GEMV_MAX) || gv_mma_takes(s, mma, n);
+    return n <= (cu_q8_type(type) && s->step_distinct ? s->gemv_max : CU_GEMV_MAX) || gv_mma_takes(s, cu_mmq_type(type), n);
 }
 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
