@@ -87,9 +87,8 @@ int cu_matmul_supports(int type) {
 /* y[n][n_out] = x[n][n_in] . W^T with W as col-major [n_in][n_out] (= row-major [n_out][n_in]). */
 static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n) {
     const float alpha = w->scale, beta = 0.0f;
-    cublasComputeType_t ct = t == CUDA_R_32F ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F;
     const cublasStatus_t e = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x,
-                                          t, (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, ct, CUBLAS_GEMM_DEFAULT);
+                                          t, (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS && s->cap) { /* not recordable: the step runs eagerly (cuda_graph.cu) */
         cudaGetLastError();
         s->cap_bad = 1;
