@@ -16,7 +16,10 @@
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
-i=0; until grep -q "setup done" /tmp/bg.log 2>/dev/null || [ $i -gt 420 ]; do sleep 3; i=$((i+3)); done
+# batchab needs only the 1B Q4_0 and 8B Q4_K_M files (complete once the 8B Q8_0 is begun), the
+# rest llama.cpp's build too
+i=0; until grep -q "setup done" /tmp/bg.log 2>/dev/null || { [ "$1" = batchab ] && [ -f /tmp/m/l8b-Q8_0.gguf ]; } || [ $i -gt 420 ]; do
+    sleep 3; i=$((i+3)); done
 tail -16 /tmp/bg.log; tail -3 /tmp/llama-build.log
 M=/tmp/m; LB=/tmp/llsrc/b/bin/llama-bench; LS=/tmp/llsrc/b/bin/llama-server
 ob() { ./build/1bit bench -m $M/$1 -p 512,4096 -n 128 -r 3 --device cuda -o jsonl 2>>$OUT/err.log | tee -a $OUT/ob.jsonl |

@@ -9,8 +9,9 @@
 #            and sections of decode (LLAMA=0: no llama.cpp build). At most 8 files come back.
 #   check    after a change: tg128/pp512 of Llama-1B Q4_0 and BitNet TQ2_0, BitNet's profile
 #   ab VAR VALUES [VAR VALUES ...]  each switch at each of its values (e.g. "0 1"), twice
-#            alternating: tg128 of the 1-2B files (FILES="..." for fewer), then the per-op profile
-#            (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
+#            alternating: tg128 of the 1-2B files (FILES="..." for fewer; ARGS="-p 512,4096 -n 0"
+#            PAT=pp for prompts instead; the 8B files once setup has written them), then the per-op
+#            profile (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
 #   abbuild DEFS  a build option against the default build: build-b/ built with the nvcc
 #            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"; TESTB=1 runs its `make test-cuda`
 #            too), then tg128 of the 1-2B files (FILES="..." for fewer) with each binary, twice
@@ -73,7 +74,7 @@ ab)
     for f in $FILES; do waitfor $(after $f).gguf; done
     shift
     while [ $# -ge 2 ]; do
-        for f in $FILES; do ab $1 $f "-p 0 -n 128" tg "$2"; done | tee $OUT/ab-$1.txt
+        for f in $FILES; do ab $1 $f "${ARGS:--p 0 -n 128}" "${PAT:-tg}" "$2"; done | tee $OUT/ab-$1.txt
         shift 2
     done
     OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;

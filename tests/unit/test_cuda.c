@@ -435,34 +435,58 @@ static void test_fused(ob_backend *g) {
 
 /* The tensor-core instance ran on gv (in a step of distinct sequences): its sums, explicitly
  * rounded and in another order, differ somewhere from the dp4a path's on g (a prompt step). */
-static void check_gv_mma_ran(ob_backend *gv, ob_backend *g) {
-    const int64_t n_in = 2048, n_out = 64;
-    const int n = 8;
-    void *wq = random_quantized(OB_TYPE_Q4_0, n_in, n_out, 0);
+/* Whether backends a and b give the same bits for n tokens of a random type weight (reps
+ * products on each, the same inputs). */
+static int same_matmul(ob_backend *a, ob_backend *b, int type, int64_t n_in, int64_t n_out, int n, int reps) {
+    void *wq = random_quantized(type, n_in, n_out, 0);
     float *x = randf((size_t)n * n_in, 1.0f);
-    ob_backend *bs[2] = {gv, g};
+    ob_backend *bs[2] = {a, b};
     float *h[2];
     for (int i = 0; i < 2; i++) {
-        ob_weight w = weight_on(bs[i], OB_TYPE_Q4_0, n_in, n_out, wq);
+        ob_weight w = weight_on(bs[i], type, n_in, n_out, wq);
         void *dx = dev_copy(bs[i], x, (size_t)n * n_in * 4), *dy = dev_nan(bs[i], (size_t)n * n_out);
-        bs[i]->matmul(bs[i], &w, dx, dy, n);
+        for (int r = 0; r < reps; r++) bs[i]->matmul(bs[i], &w, dx, dy, n);
         h[i] = dev_get(bs[i], dy, (size_t)n * n_out);
         void *bufs[] = {dx, dy, (void *)w.data};
         for (int j = 0; j < 3; j++) bs[i]->dealloc(bs[i], bufs[j]);
     }
-    CHECK(memcmp(h[0], h[1], (size_t)n * n_out * 4) != 0);
+    const int same = memcmp(h[0], h[1], (size_t)n * n_out * 4) == 0;
     free(h[0]);
     free(h[1]);
     free(x);
     free(wq);
+    return same;
 }
 
-/* Every matmul type and the fused ops on b with *mode (which paths test_matmul_types expects) set. */
+/* The tensor-core instance's bits differ from dp4a's: it ran. */
+static void check_gv_mma_ran(ob_backend *gv, ob_backend *g) { CHECK(!same_matmul(gv, g, OB_TYPE_Q4_0, 2048, 64, 8, 1)); }
+
+/* Kept f16 copies (OB_CUDA_F16_COPY=1 on gc): the products of 40 tokens read them (the second of
+ * two reps: the first makes the copy) and are the per-call dequantization's bits, every type. */
+static void check_f16_copies(ob_backend *gc, ob_backend *g) {
+    for (int type = 0; type < OB_TYPE_EXT_END; type++) {
+        if (type == OB_TYPE_COUNT) type = OB_TYPE_EXT_FIRST;
+        const ob_type_traits *t = ob_type_get(type);
+        if (!t || !t->to_float || !ob_tensor_can_quantize(type)) continue;
+        const long reads = ob_cuda_f16_copy_reads();
+        const int64_t n_in = t->block_size == 1 ? 512 : (int64_t)t->block_size * (512 / t->block_size + 1);
+        const int same = same_matmul(gc, g, type, n_in, 67, 40, 2);
+        const long got = ob_cuda_f16_copy_reads() - reads;
+        /* f16 / bf16 / f32 weights are used as stored */
+        const int copied = type != OB_TYPE_F16 && type != OB_TYPE_BF16 && type != OB_TYPE_F32;
+        if (!same || got != (copied ? 2 : 0)) fprintf(stderr, "  cuda f16 copy %s: same bits %d, copy reads %ld\n", t->name, same, got);
+        CHECK(same);
+        CHECK_EQ_INT((int)got, copied ? 2 : 0);
+    }
+}
+
+/* Every matmul type and the fused ops on b with *mode (which paths test_matmul_types expects; NULL:
+ * the default's) set. */
 static void matmul_suite(ob_backend *b, int *mode) {
-    *mode = 1;
+    if (mode) *mode = 1;
     test_matmul_types(b);
     test_fused(b);
-    *mode = 0;
+    if (mode) *mode = 0;
 }
 
 /* ---- one token's int8 rows with the codes held in registers: the same bits ------------- */
@@ -1100,6 +1124,16 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
     }
     if (gf) gpu_free(gf);
+    /* the tensor-core prompt kernel without its pipeline (OB_CUDA_ATTN_PIPE=0) */
+    ob_backend *gp = gpu_new_with("OB_CUDA_ATTN_PIPE", "0");
+    CHECK(gp != NULL);
+    if (gp) {
+        attn_tol = 5e-3;
+        test_kv_attention(gp, c, OB_TYPE_F16, 64, 300, 100, 1);
+        test_kv_attention(gp, c, OB_TYPE_F16, 128, 700, 200, 1);
+        attn_tol = 2e-5;
+        gpu_free(gp);
+    }
     /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
      * default reads them before it waits): the row ops against the CPU, and the codes they hand
      * on against the quantizer's (test_fused) */
@@ -1205,6 +1239,17 @@ OB_SUITE(cuda_kernels) {
             gpu_free(gv);
         }
     }
+    /* the 16-bit path on kept f16 copies (OB_CUDA_F16_COPY=1): every type and the fused ops at
+     * the 16-bit path's tolerance, and the per-call dequantization's bits */
+    ob_backend *gc = gpu_new_with("OB_CUDA_F16_COPY", "1");
+    CHECK(gc != NULL);
+    if (gc) {
+        const long reads = ob_cuda_f16_copy_reads();
+        matmul_suite(gc, NULL);
+        CHECK(ob_cuda_f16_copy_reads() > reads);
+        check_f16_copies(gc, g);
+        gpu_free(gc);
+    }
     c->free(c);
     free(c);
     gpu_free(g);
@@ -1285,30 +1330,44 @@ static void test_graphs(void) {
      * them): recorded and replayed steps give the eager steps' logits, and no key replays another
      * kind of step's kernels (distinct steps take cuBLAS from 13 tokens, prompt runs the int8 path
      * to 32, one sequence's run of 64 the prompt attention) */
-    /* (and again with the decode matmul's tensor-core instance, OB_CUDA_GV_MMA, inside them) */
-    for (int mma = 0; mma < 2; mma++) {
-        if (mma) setenv("OB_CUDA_GV_MMA", "5", 1);
+    /* (and again with the decode matmul's tensor-core instance, OB_CUDA_GV_MMA, inside them, and
+     * with kept f16 copies, OB_CUDA_F16_COPY: made by the eager steps, read by the recorded ones,
+     * the plain run's bits) */
+    static const char *mode_var[] = {NULL, "OB_CUDA_GV_MMA", "OB_CUDA_F16_COPY"}, *mode_val[] = {NULL, "5", "1"};
+    float *plain = NULL;
+    size_t plain_rows = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode) setenv(mode_var[mode], mode_val[mode], 1);
         size_t rw0 = 0, rw1 = 0;
         int nw0 = 0, nw1 = 0;
         float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", &rw0, &nw0);
 #ifdef OB_CUDA
-        const long replays = ob_cuda_graph_replays();
+        const long replays = ob_cuda_graph_replays(), reads = ob_cuda_f16_copy_reads();
 #endif
         float *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", &rw1, &nw1);
 #ifdef OB_CUDA
         CHECK(ob_cuda_graph_replays() > replays); /* the recorded run replayed steps */
+        if (mode == 2) CHECK(ob_cuda_f16_copy_reads() > reads);
 #endif
-        if (mma) unsetenv("OB_CUDA_GV_MMA");
+        if (mode) unsetenv(mode_var[mode]);
         CHECK(we != NULL && wg != NULL && rw0 == rw1 && nw0 == nw1);
         if (we && wg && rw0 == rw1 && nw0 == nw1) {
             double d = max_abs_diff(wg, we, rw0 * (size_t)nw0);
             if (d > 1e-5 || ob_test_verbose)
-                fprintf(stderr, "  cuda graphs vs eager, wide steps%s: max|diff| %.3g over %zu rows\n", mma ? " (GV_MMA)" : "", d, rw0);
+                fprintf(stderr, "  cuda graphs vs eager, wide steps%s: max|diff| %.3g over %zu rows\n", mode ? mode_var[mode] : "", d, rw0);
             CHECK(d <= 1e-5);
         }
-        free(we);
+        if (mode == 2 && plain && we) {
+            CHECK(rw0 == plain_rows);
+            if (rw0 == plain_rows) CHECK(max_abs_diff(we, plain, rw0 * (size_t)nw0) == 0.0);
+        }
+        if (mode == 0) {
+            plain = we;
+            plain_rows = rw0;
+        } else free(we);
         free(wg);
     }
+    free(plain);
     /* heap logits buffers (OB_CUDA_PINNED=0) give the same logits as the page-locked default */
     int nv2 = 0;
     float *heap = ob_test_decode_two(out, "cuda", "OB_CUDA_PINNED", "0", steps, &nv2);

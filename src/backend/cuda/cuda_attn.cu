@@ -224,6 +224,7 @@ void cu_attention_tiles_init(cu_state *s) {
              "attention tiles (shared memory)");
     cu_check(cudaFuncSetAttribute(k_attn_blk<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bt_smem(BT_MAXD)),
              "attention tiles (shared memory)");
+    cu_attention_mma_init(s);
 }
 
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq) {

@@ -156,6 +156,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->gv_mma = gt && atoi(gt) >= 1 ? atoi(gt) : 0;
     const char *gw = getenv("OB_CUDA_GV_MMA_WIDE");
     s->gv_mma_wide = !(gw && !strcmp(gw, "0"));
+    const char *fc = getenv("OB_CUDA_F16_COPY");
+    s->f16_copy = fc && !strcmp(fc, "1");
     const char *gs = getenv("OB_CUDA_GV_MMA_XS");
     s->gv_mma_xs = !(gs && !strcmp(gs, "0"));
     s->smem_optin = (int)p.sharedMemPerBlockOptin;
@@ -183,6 +185,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_codes = !(ac && !strcmp(ac, "0"));
     const char *sp = getenv("OB_CUDA_ATTN_SPLIT");
     s->attn_split = sp && atoi(sp) >= 1 && atoi(sp) <= 16 ? atoi(sp) : 2;
+    const char *ap = getenv("OB_CUDA_ATTN_PIPE");
+    s->attn_pipe = !(ap && !strcmp(ap, "0"));
     const char *mk = getenv("OB_CUDA_ATTN_MK");
     s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
     const char *pdl = getenv("OB_CUDA_PDL");
@@ -216,6 +220,8 @@ static void cu_free(ob_backend *b) {
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
+    for (int i = 0; i < s->n_f16c; i++) cudaFree(s->f16c[i].h);
+    free(s->f16c);
     void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
@@ -245,6 +251,7 @@ static void *cu_alloc(ob_backend *b, size_t size) {
 
 static void cu_dealloc(ob_backend *b, void *p) {
     if (!p) return;
+    cu_f16_copy_forget(st(b), p);
     xq_forget(st(b)); /* a new buffer may take its address */
     cu_graph_forget(st(b)); /* a recording may name it, and a new buffer may take its address */
     untrack(st(b), p);

@@ -43,6 +43,12 @@ typedef struct {
 
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
 
+/* A weight's f16 copy for the tensor-core path (OB_CUDA_F16_COPY=1, cuda_matmul.cu). */
+typedef struct {
+    const void *q; /* the weight's data as uploaded */
+    void *h;       /* [n_out][n_in] f16 */
+} cu_f16c;
+
 /* One recorded decode step (cuda_graph.cu). */
 typedef struct {
     uint64_t key;          /* engine's step key; 0: slot unused */
@@ -127,6 +133,7 @@ typedef struct {
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
+    int attn_pipe;         /* prompt attention on the tensor cores pipelined (cuda_attn_mma.cu), unless OB_CUDA_ATTN_PIPE=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -134,6 +141,10 @@ typedef struct {
     int cap_bad;           /* something not recordable happened during the recording */
     const char *cap_why;   /* ... an operation that failed there (said when the recording is dropped), or NULL */
     cu_prof *prof;         /* OB_CUDA_PROFILE=1: per-op GPU times, else NULL */
+    int f16_copy;          /* OB_CUDA_F16_COPY=1: weights that reach the tensor-core path keep their f16 copy (cuda_matmul.cu) */
+    cu_f16c *f16c;         /* those copies */
+    int n_f16c, cap_f16c;
+    int f16c_full;         /* a copy was refused for memory (said once) */
 } cu_state;
 
 /* Aborts with the call and CUDA's message when e is an error. */
@@ -213,6 +224,8 @@ void cu_prof_report(cu_state *s);
 int cu_matmul_supports(int type);
 void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 void cu_get_rows(cu_state *s, const ob_weight *w, const int32_t *ids, int n, float *y);
+/* Forgets (and frees) the f16 copy of the weight at data, if it has one (its memory is freed). */
+void cu_f16_copy_forget(cu_state *s, const void *data);
 /* the fused ops of backend.h (matmul_add, matmul_multi with count <= CU_MULTI_MAX, matmul_glu) */
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
@@ -270,6 +283,7 @@ void cu_attention_tiles_init(cu_state *s);
 /* cuda_attn_mma.cu: the tensor-core prompt kernel for f16 caches and head size 64 or 128 (0: not
  * launched, the batch does not suit it); krb..vhb as cu_attention computes them */
 int cu_attention_mma(cu_state *s, const ob_attn_args *a, size_t krb, size_t vrb, size_t khb, size_t vhb);
+void cu_attention_mma_init(cu_state *s);
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
 /* spans per token of the decode attention (reserves their scratch: s->attn_part, s->attn_cnt) */
 int cu_attn_splits(cu_state *s, const ob_attn_args *a);

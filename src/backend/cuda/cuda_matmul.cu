@@ -41,6 +41,69 @@ template <int T> static void deq_f16(cu_state *s, const ob_weight *w, __half *ou
               (int64_t)w->n_in, (int64_t)w->n_out, out);
 }
 
+static void deq_any(cu_state *s, const ob_weight *w, __half *out) {
+#define DEQ(T) deq_f16<T>(s, w, out)
+    CU_FOR_TYPE(w->type, DEQ)
+#undef DEQ
+}
+
+/* ---- f16 copies kept (OB_CUDA_F16_COPY=1) ---------------------------------------------- *
+ * A weight dequantized for every product above the decode kernel's batch sizes costs a write and
+ * a read of 2 bytes a weight per call (prompt chunks, the server's steps of 13+ sequences); with
+ * the switch each weight that reaches this path keeps its f16 copy from its first eager call
+ * (never inside a recording: allocating is not recordable) while the GPU keeps CU_F16C_RESERVE
+ * free, so later calls read the copy. The copy holds the same values as the per-call
+ * dequantization, so the products are the same bits. */
+#define CU_F16C_RESERVE ((size_t)2 << 30)
+
+static long f16c_reads; /* products that read a copy, every backend of the process (tests) */
+extern "C" long ob_cuda_f16_copy_reads(void) { return __atomic_load_n(&f16c_reads, __ATOMIC_RELAXED); }
+
+static int f16c_find(const cu_state *s, const void *q) {
+    for (int i = 0; i < s->n_f16c; i++)
+        if (s->f16c[i].q == q) return i;
+    return -1;
+}
+
+void cu_f16_copy_forget(cu_state *s, const void *data) {
+    const int i = f16c_find(s, data);
+    if (i < 0) return;
+    cudaStreamSynchronize(s->stream); /* a queued product may still read it */
+    cudaFree(s->f16c[i].h);
+    s->f16c[i] = s->f16c[--s->n_f16c];
+}
+
+/* w's f16 copy, made now if the switch is on and memory allows; NULL: dequantize per call. */
+static const void *f16_copy(cu_state *s, const ob_weight *w) {
+    if (!s->f16_copy) return NULL;
+    const int i = f16c_find(s, w->data);
+    if (i >= 0) {
+        __atomic_add_fetch(&f16c_reads, 1, __ATOMIC_RELAXED);
+        return s->f16c[i].h;
+    }
+    if (s->cap || s->f16c_full) return NULL;
+    const size_t bytes = (size_t)w->n_in * (size_t)w->n_out * 2;
+    size_t fr = 0, tot = 0;
+    void *h = NULL;
+    if (s->n_f16c == s->cap_f16c) {
+        const int cap = s->cap_f16c ? 2 * s->cap_f16c : 64;
+        cu_f16c *n = (cu_f16c *)realloc(s->f16c, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        s->f16c = n;
+        s->cap_f16c = cap;
+    }
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < bytes + CU_F16C_RESERVE || cudaMalloc(&h, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        s->f16c_full = 1;
+        fprintf(stderr, "cuda backend: OB_CUDA_F16_COPY: no f16 copies past %d weights (%zu MiB free)\n", s->n_f16c, fr >> 20);
+        return NULL;
+    }
+    deq_any(s, w, (__half *)h);
+    s->f16c[s->n_f16c++] = (cu_f16c){w->data, h};
+    __atomic_add_fetch(&f16c_reads, 1, __ATOMIC_RELAXED);
+    return h;
+}
+
 __global__ void k_to_16(const float *x, void *out, int64_t n, int bf) {
     cu_dep();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -128,11 +191,9 @@ static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, i
     cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
     cu_launch(s, "matmul (convert activations)", (unsigned)((nx + 255) / 256), 256, 0, k_to_16, x, s->xconv, (int64_t)nx, bf);
     const void *W = w->data;
-    if (w->type != OB_TYPE_F16 && !bf) {
+    if (w->type != OB_TYPE_F16 && !bf && !(W = f16_copy(s, w))) {
         cu_reserve(s, &s->wdeq, &s->wdeq_cap, (size_t)w->n_in * (size_t)w->n_out * 2);
-#define DEQ(T) deq_f16<T>(s, w, (__half *)s->wdeq)
-        CU_FOR_TYPE(w->type, DEQ)
-#undef DEQ
+        deq_any(s, w, (__half *)s->wdeq);
         W = s->wdeq;
     }
     gemm_blas(s, w, W, s->xconv, bf ? CUDA_R_16BF : CUDA_R_16F, y, n);
