@@ -148,11 +148,8 @@ static float *q8_activations(const float *x, int rows, int64_t k, int on) {
 
 /* Set while a backend with OB_CUDA_MMQ=1 is tested: batches the decode kernel does not take of
  * these types then go to the int8 tensor-core kernel, whose products are the int8 path's (checked
- * at the decode kernel's tolerance, so a silent fallback to the 16-bit path fails). Likewise
- * matmul_gv_mma for a backend with OB_CUDA_GV_MMA=GV_MMA_TEST: the decode kernel's tensor-core
- * instance takes GV_MMA_TEST to 64 tokens of these types. */
-static int matmul_mmq, matmul_gv_mma;
-#define GV_MMA_TEST "5"
+ * at the decode kernel's tolerance, so a silent fallback to the 16-bit path fails). */
+static int matmul_mmq;
 static int in_types(int type, const int *t, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (t[i] == type) return 1;
@@ -249,18 +246,17 @@ static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, c
         double err = rel_err(y, ref, (size_t)n * n_out), err8 = rel_err(y, ref8, (size_t)n * n_out);
         /* the 16-bit path of a distinct step is told from a silent int8 one by which reference it
          * is closer to (not on rows already on an int8 grid, where the two references agree) */
-        const int dec16 = matmul_distinct && q8_type(type) && n > 12 && !(matmul_gv_mma && mmq_type(type) && n <= 64);
+        const int dec16 = matmul_distinct && q8_type(type) && n > 12;
         if (dec16 && k != 1 && !(err < 0.5 * err8)) {
             fprintf(stderr, "  cuda matmul %-7s n=%-3d: rel err %.3g against the float reference, %.3g against the int8 one\n",
                     t->name, n, err, err8);
             CHECK(err < 0.5 * err8);
         }
         const int dec = n <= (q8_type(type) && matmul_distinct ? 12 : 32);
-        const int gvm = matmul_gv_mma && mmq_type(type) && n >= atoi(GV_MMA_TEST) && n <= 64;
-        const int mmq = !dec && !gvm && matmul_mmq && mmq_type(type) && n_in % 32 == 0;
-        int on8 = (dec || gvm || mmq) && err8 < err;
-        if (on8 || gvm || mmq) err = err8;
-        double tol = dec || gvm || mmq || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
+        const int mmq = !dec && matmul_mmq && mmq_type(type) && n_in % 32 == 0;
+        int on8 = (dec || mmq) && err8 < err;
+        if (on8 || mmq) err = err8;
+        double tol = dec || mmq || type == OB_TYPE_F32 ? 2e-5 : type == OB_TYPE_BF16 ? 1.5e-2 : 3e-3;
         if (err > tol || ob_test_verbose)
             fprintf(stderr, "  cuda matmul %-7s %5lld x %5lld n=%-3d rel err %.3g (tol %.1g%s)\n", t->name, (long long)n_in,
                     (long long)n_out, n, err, tol, on8 ? ", int8 activations" : "");
@@ -433,19 +429,19 @@ static void test_fused(ob_backend *g) {
     }
 }
 
-/* The tensor-core instance ran on gv (in a step of distinct sequences): its sums, explicitly
- * rounded and in another order, differ somewhere from the dp4a path's on g (a prompt step). */
-/* Whether backends a and b give the same bits for n tokens of a random type weight (reps
- * products on each, the same inputs). */
-static int same_matmul(ob_backend *a, ob_backend *b, int type, int64_t n_in, int64_t n_out, int n, int reps) {
+/* Whether backends a and b give the same bits for n tokens of a random type weight (the same
+ * inputs), on a after a product of `first` tokens (0: none) and on b after reps products of n. */
+static int same_matmul(ob_backend *a, ob_backend *b, int type, int64_t n_in, int64_t n_out, int n, int first, int reps) {
     void *wq = random_quantized(type, n_in, n_out, 0);
-    float *x = randf((size_t)n * n_in, 1.0f);
+    const int nx = first > n ? first : n;
+    float *x = randf((size_t)nx * n_in, 1.0f);
     ob_backend *bs[2] = {a, b};
     float *h[2];
     for (int i = 0; i < 2; i++) {
         ob_weight w = weight_on(bs[i], type, n_in, n_out, wq);
-        void *dx = dev_copy(bs[i], x, (size_t)n * n_in * 4), *dy = dev_nan(bs[i], (size_t)n * n_out);
-        for (int r = 0; r < reps; r++) bs[i]->matmul(bs[i], &w, dx, dy, n);
+        void *dx = dev_copy(bs[i], x, (size_t)nx * n_in * 4), *dy = dev_nan(bs[i], (size_t)nx * n_out);
+        if (i == 0 && first) bs[i]->matmul(bs[i], &w, dx, dy, first);
+        for (int r = 0; r < (i ? reps : 1); r++) bs[i]->matmul(bs[i], &w, dx, dy, n);
         h[i] = dev_get(bs[i], dy, (size_t)n * n_out);
         void *bufs[] = {dx, dy, (void *)w.data};
         for (int j = 0; j < 3; j++) bs[i]->dealloc(bs[i], bufs[j]);
@@ -458,25 +454,35 @@ static int same_matmul(ob_backend *a, ob_backend *b, int type, int64_t n_in, int
     return same;
 }
 
-/* The tensor-core instance's bits differ from dp4a's: it ran. */
-static void check_gv_mma_ran(ob_backend *gv, ob_backend *g) { CHECK(!same_matmul(gv, g, OB_TYPE_Q4_0, 2048, 64, 8, 1)); }
-
-/* Kept f16 copies (OB_CUDA_F16_COPY=1 on gc): the products of 40 tokens read them (the second of
- * two reps: the first makes the copy) and are the per-call dequantization's bits, every type. */
-static void check_f16_copies(ob_backend *gc, ob_backend *g) {
+/* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
+ * (the second of two: the first makes the copy) and are the per-call dequantization's bits, every
+ * type; in a step of distinct sequences (gd: g0 with OB_CUDA_GEMV_MAX=4, step_kind(1) on both),
+ * 8 tokens of an int8-path weight with a copy take it (the staged kernel takes them without one:
+ * OB_CUDA_GEMV_COPY_MAX, 4). */
+static void check_f16_copies(ob_backend *gc, ob_backend *g0, ob_backend *gd) {
     for (int type = 0; type < OB_TYPE_EXT_END; type++) {
         if (type == OB_TYPE_COUNT) type = OB_TYPE_EXT_FIRST;
         const ob_type_traits *t = ob_type_get(type);
         if (!t || !t->to_float || !ob_tensor_can_quantize(type)) continue;
         const long reads = ob_cuda_f16_copy_reads();
         const int64_t n_in = t->block_size == 1 ? 512 : (int64_t)t->block_size * (512 / t->block_size + 1);
-        const int same = same_matmul(gc, g, type, n_in, 67, 40, 2);
+        const int same = same_matmul(gc, g0, type, n_in, 67, 40, 40, 1);
         const long got = ob_cuda_f16_copy_reads() - reads;
         /* f16 / bf16 / f32 weights are used as stored */
         const int copied = type != OB_TYPE_F16 && type != OB_TYPE_BF16 && type != OB_TYPE_F32;
         if (!same || got != (copied ? 2 : 0)) fprintf(stderr, "  cuda f16 copy %s: same bits %d, copy reads %ld\n", t->name, same, got);
         CHECK(same);
         CHECK_EQ_INT((int)got, copied ? 2 : 0);
+        if (!q8_type(type)) continue;
+        gc->step_kind(gc, 1);
+        gd->step_kind(gd, 1);
+        const long r8 = ob_cuda_f16_copy_reads();
+        const int same8 = same_matmul(gc, gd, type, n_in, 67, 8, 40, 1);
+        if (!same8) fprintf(stderr, "  cuda f16 copy %s: 8 distinct tokens not on the copy's path\n", t->name);
+        CHECK(same8);
+        CHECK_EQ_INT((int)(ob_cuda_f16_copy_reads() - r8), 2);
+        gc->step_kind(gc, 0);
+        gd->step_kind(gd, 0);
     }
 }
 
@@ -1124,16 +1130,6 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
     }
     if (gf) gpu_free(gf);
-    /* the tensor-core prompt kernel without its pipeline (OB_CUDA_ATTN_PIPE=0) */
-    ob_backend *gp = gpu_new_with("OB_CUDA_ATTN_PIPE", "0");
-    CHECK(gp != NULL);
-    if (gp) {
-        attn_tol = 5e-3;
-        test_kv_attention(gp, c, OB_TYPE_F16, 64, 300, 100, 1);
-        test_kv_attention(gp, c, OB_TYPE_F16, 128, 700, 200, 1);
-        attn_tol = 2e-5;
-        gpu_free(gp);
-    }
     /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
      * default reads them before it waits): the row ops against the CPU, and the codes they hand
      * on against the quantizer's (test_fused) */
@@ -1219,37 +1215,21 @@ OB_SUITE(cuda_kernels) {
         matmul_suite(g, &matmul_distinct);
         g->step_kind(g, 0);
     }
-    /* decode-sized batches on the staged kernel's tensor-core instance (OB_CUDA_GV_MMA, opt-in):
-     * every type against the int8 reference, the fused ops' bits (a row's sum must not depend on
-     * its tile position), with rows per block picked both ways */
-    static const char *wide[] = {"1", "0", "1"}, *xs[] = {"1", "1", "0"};
-    for (int k = 0; k < 3; k++) {
-        setenv("OB_CUDA_GV_MMA_WIDE", wide[k], 1);
-        setenv("OB_CUDA_GV_MMA_XS", xs[k], 1);
-        ob_backend *gv = gpu_new_with("OB_CUDA_GV_MMA", GV_MMA_TEST);
-        unsetenv("OB_CUDA_GV_MMA_WIDE");
-        unsetenv("OB_CUDA_GV_MMA_XS");
-        CHECK(gv != NULL);
-        if (gv) { /* it takes steps of distinct sequences only */
-            gv->step_kind(gv, 1);
-            matmul_distinct = 1;
-            matmul_suite(gv, &matmul_gv_mma);
-            matmul_distinct = 0;
-            check_gv_mma_ran(gv, g);
-            gpu_free(gv);
-        }
-    }
-    /* the 16-bit path on kept f16 copies (OB_CUDA_F16_COPY=1): every type and the fused ops at
-     * the 16-bit path's tolerance, and the per-call dequantization's bits */
-    ob_backend *gc = gpu_new_with("OB_CUDA_F16_COPY", "1");
-    CHECK(gc != NULL);
-    if (gc) {
+    /* the 16-bit path without kept f16 copies (OB_CUDA_F16_COPY=0): every type and the fused ops at
+     * its tolerance; with them (the default, g), the per-call dequantization's bits */
+    ob_backend *g0 = gpu_new_with("OB_CUDA_F16_COPY", "0");
+    setenv("OB_CUDA_GEMV_MAX", "4", 1);
+    ob_backend *gd = gpu_new_with("OB_CUDA_F16_COPY", "0");
+    unsetenv("OB_CUDA_GEMV_MAX");
+    CHECK(g0 != NULL && gd != NULL);
+    if (g0 && gd) {
         const long reads = ob_cuda_f16_copy_reads();
-        matmul_suite(gc, NULL);
-        CHECK(ob_cuda_f16_copy_reads() > reads);
-        check_f16_copies(gc, g);
-        gpu_free(gc);
+        matmul_suite(g0, NULL);
+        CHECK(ob_cuda_f16_copy_reads() == reads);
+        check_f16_copies(g, g0, gd);
     }
+    if (g0) gpu_free(g0);
+    if (gd) gpu_free(gd);
     c->free(c);
     free(c);
     gpu_free(g);
@@ -1330,13 +1310,12 @@ static void test_graphs(void) {
      * them): recorded and replayed steps give the eager steps' logits, and no key replays another
      * kind of step's kernels (distinct steps take cuBLAS from 13 tokens, prompt runs the int8 path
      * to 32, one sequence's run of 64 the prompt attention) */
-    /* (and again with the decode matmul's tensor-core instance, OB_CUDA_GV_MMA, inside them, and
-     * with kept f16 copies, OB_CUDA_F16_COPY: made by the eager steps, read by the recorded ones,
-     * the plain run's bits) */
-    static const char *mode_var[] = {NULL, "OB_CUDA_GV_MMA", "OB_CUDA_F16_COPY"}, *mode_val[] = {NULL, "5", "1"};
+    /* (the default keeps f16 copies: made by the eager steps, read by the recorded ones; and again
+     * without them, OB_CUDA_F16_COPY=0: the same bits, as these steps take cuBLAS either way) */
+    static const char *mode_var[] = {NULL, "OB_CUDA_F16_COPY"}, *mode_val[] = {NULL, "0"};
     float *plain = NULL;
     size_t plain_rows = 0;
-    for (int mode = 0; mode < 3; mode++) {
+    for (int mode = 0; mode < 2; mode++) {
         if (mode) setenv(mode_var[mode], mode_val[mode], 1);
         size_t rw0 = 0, rw1 = 0;
         int nw0 = 0, nw1 = 0;
@@ -1347,7 +1326,7 @@ static void test_graphs(void) {
         float *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", &rw1, &nw1);
 #ifdef OB_CUDA
         CHECK(ob_cuda_graph_replays() > replays); /* the recorded run replayed steps */
-        if (mode == 2) CHECK(ob_cuda_f16_copy_reads() > reads);
+        CHECK(mode ? ob_cuda_f16_copy_reads() == reads : ob_cuda_f16_copy_reads() > reads);
 #endif
         if (mode) unsetenv(mode_var[mode]);
         CHECK(we != NULL && wg != NULL && rw0 == rw1 && nw0 == nw1);
@@ -1357,7 +1336,7 @@ static void test_graphs(void) {
                 fprintf(stderr, "  cuda graphs vs eager, wide steps%s: max|diff| %.3g over %zu rows\n", mode ? mode_var[mode] : "", d, rw0);
             CHECK(d <= 1e-5);
         }
-        if (mode == 2 && plain && we) {
+        if (mode == 1 && plain && we) {
             CHECK(rw0 == plain_rows);
             if (rw0 == plain_rows) CHECK(max_abs_diff(we, plain, rw0 * (size_t)nw0) == 0.0);
         }

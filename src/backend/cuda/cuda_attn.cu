@@ -280,7 +280,7 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const int n_split = cu_attn_splits(s, a);
     at_codes cd = {};
     const int codes_in = a->out_to && cu_q8_type(a->out_to->type) && a->out_to->type != OB_TYPE_LEAN4;
-    if (s->attn_codes && codes_in && a->n <= CU_GEMV_MAX && cu_gemv_takes(s, a->out_to->type, a->n) && a->head_dim % 32 == 0 &&
+    if (s->attn_codes && codes_in && a->n <= CU_GEMV_MAX && cu_gemv_takes(s, a->out_to, a->n) && a->head_dim % 32 == 0 &&
         dim <= CU_QROW_MAX)
         cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);

@@ -3,14 +3,20 @@
  *
  * Owns: k_attn_mma, for a prompt chunk (one sequence's consecutive positions, as
  * cu_attention_tiles checks) over f16 K/V caches with head size 64 or 128. One block of 4 warps
- * per (query head, 64 consecutive tokens); warp w owns queries 16 w .. 16 w + 15 and keeps them
- * as f16 A fragments of mma.sync.m16n8k16 (scaled by a.scale before the conversion). The cache is
- * walked in tiles of 64 positions: K rows as stored (row-major, f16), V transposed (dims x
- * positions), both in shared memory with rows padded by 8 halves. Per tile a warp computes its
- * 16 x 64 scores with f32 accumulators, masks positions past each query's own, keeps each row's
- * online softmax (a row's scores lie in the four lanes of a quad: shuffles), turns the
- * probabilities into f16 A fragments in registers (the accumulator layout of S is the A layout
- * of P . V) and accumulates its 16 x head-size outputs in f32.
+ * per (query head, 64 consecutive tokens), the chunk's last query blocks (the longest walks)
+ * scheduled first; warp w owns queries 16 w .. 16 w + 15 and keeps them as f16 A fragments of
+ * mma.sync.m16n8k16 (scaled by a.scale * log2 e before the conversion: scores in base 2, each
+ * probability one ex2). The cache is walked in tiles of 64 positions, K and V rows as stored
+ * (positions x dims, f16) in shared memory with rows padded by 8 halves, two buffers: the next
+ * tile's rows are copied asynchronously (cp.async) while the warps compute on the current one.
+ * Both operands' B fragments come from ldmatrix (four 8x8 matrices an instruction; V's
+ * transposed). Per tile a warp computes its 16 x 64 scores with f32 accumulators, masks positions
+ * past each query's own (only on tiles that cross its queries; a warp whose queries all precede
+ * the tile skips it), keeps each row's online softmax (a row's scores lie in the four lanes of a
+ * quad: shuffles), turns the probabilities into f16 A fragments in registers (the accumulator
+ * layout of S is the A layout of P . V) and accumulates its 16 x head-size outputs in f32.
+ * Against the kernel before the pipeline (V transposed by 2-byte stores, synchronous tile loads):
+ * pp4096 +31% to +61%, pp512 +8% to +12% (docs/bench.md, run 13).
  * Fragment layouts (PTX ISA, m16n8k16, g = lane / 4, c = lane % 4): A regs {row g, cols 2c, 2c+1},
  * {row g+8, same}, {row g, cols 2c+8, 2c+9}, {row g+8, same}; B regs {k 2c, 2c+1; n g},
  * {k 2c+8, 2c+9; n g}; C {row g, cols 2c, 2c+1}, {row g+8, same}.
@@ -41,147 +47,6 @@ __device__ __forceinline__ uint32_t mt_h2(float x, float y) {
     return *(const uint32_t *)&h;
 }
 
-template <int D>
-__global__ void __launch_bounds__(MT_THREADS) k_attn_mma(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
-    constexpr int LDK = D + 8;    /* halves per K row in shared memory */
-    constexpr int LDV = MT_K + 8; /* halves per transposed V row (one head dimension) */
-    __shared__ __align__(16) __half Ks[MT_K * LDK];
-    __shared__ __align__(16) __half Vt[D * LDV];
-    cu_dep();
-    const int h = blockIdx.x, i0 = blockIdx.y * MT_Q, nq = min(MT_Q, a.n - i0);
-    const int kh = h / (a.n_head / a.n_head_kv), t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, c = lane & 3;
-    const int p_first = a.pos[i0], p_last = p_first + nq - 1;
-    const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i0] * a.n_ctx * krb + (size_t)kh * khb;
-    const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i0] * a.n_ctx * vrb + (size_t)kh * vhb;
-    const int r0 = warp * 16 + g, r1 = r0 + 8; /* this thread's two query rows of the block */
-    const int pq0 = p_first + r0, pq1 = p_first + r1;
-
-    /* the warp's queries as A fragments, one per 16 head dimensions */
-    uint32_t qf[D / 16][4];
-    {
-        const float *q0 = a.q + ((size_t)(i0 + r0) * a.n_head + h) * D, *q1 = a.q + ((size_t)(i0 + r1) * a.n_head + h) * D;
-        const float2 zero = make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            const int d0 = 16 * kk + 2 * c, d1 = d0 + 8;
-            const float2 x00 = r0 < nq ? *(const float2 *)(q0 + d0) : zero, x10 = r1 < nq ? *(const float2 *)(q1 + d0) : zero;
-            const float2 x01 = r0 < nq ? *(const float2 *)(q0 + d1) : zero, x11 = r1 < nq ? *(const float2 *)(q1 + d1) : zero;
-            qf[kk][0] = mt_h2(x00.x * a.scale, x00.y * a.scale);
-            qf[kk][1] = mt_h2(x10.x * a.scale, x10.y * a.scale);
-            qf[kk][2] = mt_h2(x01.x * a.scale, x01.y * a.scale);
-            qf[kk][3] = mt_h2(x11.x * a.scale, x11.y * a.scale);
-        }
-    }
-    float o[D / 8][4];
-#pragma unroll
-    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's share of the row sum */
-
-    for (int k0 = 0; k0 <= p_last; k0 += MT_K) {
-        __syncthreads(); /* the previous tile's readers are done */
-        /* K rows: consecutive threads take consecutive 16-byte words of a row (coalesced) */
-        for (int e = t; e < MT_K * D / 8; e += MT_THREADS) {
-            const int r = e / (D / 8), w = e % (D / 8), p = k0 + r;
-            uint4 kw = make_uint4(0, 0, 0, 0);
-            if (p <= p_last) kw = *(const uint4 *)(kb + (size_t)p * krb + 16 * w);
-            *(uint4 *)&Ks[r * LDK + 8 * w] = kw;
-        }
-        /* V transposed: consecutive threads take consecutive positions, so that their 2-byte
-         * stores into a dimension's row fall in different banks */
-        for (int e = t; e < MT_K * D / 8; e += MT_THREADS) {
-            const int r = e % MT_K, w = e / MT_K, p = k0 + r;
-            uint4 vw = make_uint4(0, 0, 0, 0);
-            if (p <= p_last) vw = *(const uint4 *)(vb + (size_t)p * vrb + 16 * w);
-            const __half *vh = (const __half *)&vw;
-#pragma unroll
-            for (int u = 0; u < 8; u++) Vt[(8 * w + u) * LDV + r] = vh[u];
-        }
-        __syncthreads();
-
-        /* scores of the warp's 16 queries against the tile's 64 positions, 8 at a time */
-        float sc[MT_K / 8][4];
-#pragma unroll
-        for (int j = 0; j < MT_K / 8; j++) {
-            sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                const __half *kr = &Ks[(8 * j + g) * LDK + 16 * kk + 2 * c];
-                mma_16816(sc[j], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
-            }
-        }
-        /* causal mask and the rows' new maxima */
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < MT_K / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int key = k0 + 8 * j + 2 * c + e;
-                if (key > pq0) sc[j][e] = -INFINITY;
-                if (key > pq1) sc[j][2 + e] = -INFINITY;
-                mx0 = fmaxf(mx0, sc[j][e]);
-                mx1 = fmaxf(mx1, sc[j][2 + e]);
-            }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1); /* finite: position 0 is in every row's first tile */
-        const float cr0 = __expf(m0 - mn0), cr1 = __expf(m1 - mn1);
-        m0 = mn0;
-        m1 = mn1;
-        l0 *= cr0;
-        l1 *= cr1;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            o[j][0] *= cr0;
-            o[j][1] *= cr0;
-            o[j][2] *= cr1;
-            o[j][3] *= cr1;
-        }
-        /* probabilities as A fragments (16 positions per step), then outputs += P . V */
-#pragma unroll
-        for (int kk = 0; kk < MT_K / 16; kk++) {
-            float p[2][4];
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++) {
-                const float *s = sc[2 * kk + jj];
-                p[jj][0] = s[0] == -INFINITY ? 0.0f : __expf(s[0] - mn0);
-                p[jj][1] = s[1] == -INFINITY ? 0.0f : __expf(s[1] - mn0);
-                p[jj][2] = s[2] == -INFINITY ? 0.0f : __expf(s[2] - mn1);
-                p[jj][3] = s[3] == -INFINITY ? 0.0f : __expf(s[3] - mn1);
-                l0 += p[jj][0] + p[jj][1];
-                l1 += p[jj][2] + p[jj][3];
-            }
-            const uint32_t pa[4] = {mt_h2(p[0][0], p[0][1]), mt_h2(p[0][2], p[0][3]), mt_h2(p[1][0], p[1][1]), mt_h2(p[1][2], p[1][3])};
-#pragma unroll
-            for (int j = 0; j < D / 8; j++) {
-                const __half *vr = &Vt[(8 * j + g) * LDV + 16 * kk + 2 * c];
-                mma_16816(o[j], pa, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
-            }
-        }
-    }
-    /* the rows' sums over their quads, then the outputs */
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float inv0 = l0 > 0 ? 1.0f / l0 : 0.0f, inv1 = l1 > 0 ? 1.0f / l1 : 0.0f;
-    float *out0 = a.out + ((size_t)(i0 + r0) * a.n_head + h) * D, *out1 = a.out + ((size_t)(i0 + r1) * a.n_head + h) * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; j++) {
-        if (r0 < nq) *(float2 *)(out0 + 8 * j + 2 * c) = make_float2(o[j][0] * inv0, o[j][1] * inv0);
-        if (r1 < nq) *(float2 *)(out1 + 8 * j + 2 * c) = make_float2(o[j][2] * inv1, o[j][3] * inv1);
-    }
-}
-
-/* ---- the pipelined kernel (the default; OB_CUDA_ATTN_PIPE=0: k_attn_mma above) --------- *
- * The same blocks, fragments and softmax as k_attn_mma, with: the next tile's K and V rows copied
- * to shared memory asynchronously (cp.async, two buffers) while the warps compute on the current
- * one; V kept as stored (positions x dims) and both operands' B fragments read with ldmatrix (V's
- * transposed), four 8x8 matrices an instruction; scores in base 2 (q scaled by log2 e once, so
- * each probability is one ex2); the causal mask only on the tiles that cross a warp's queries,
- * and no products for a warp whose queries all precede the tile; the chunk's last query blocks
- * (the longest walks) scheduled first. */
 #define MP_LOG2E 1.4426950408889634f
 
 __device__ __forceinline__ void mp_cp16(void *dst, const void *src, int bytes) { /* bytes 0: zeros */
@@ -207,7 +72,7 @@ __device__ __forceinline__ float mp_ex2(float x) {
 template <int D> constexpr size_t mp_smem() { return (size_t)2 * 2 * MT_K * (D + 8) * sizeof(__half); }
 
 template <int D>
-__global__ void __launch_bounds__(MT_THREADS) k_attn_mma_pipe(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
+__global__ void __launch_bounds__(MT_THREADS) k_attn_mma(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
     constexpr int LD = D + 8; /* halves per K / V row in shared memory (16-byte rows, conflict-free ldmatrix) */
     extern __shared__ __align__(16) __half mp_sm[];
     /* buffer b: K rows at mp_sm + b * MT_K * LD, V rows at mp_sm + (2 + b) * MT_K * LD */
@@ -350,22 +215,16 @@ __global__ void __launch_bounds__(MT_THREADS) k_attn_mma_pipe(ob_attn_args a, si
 }
 
 void cu_attention_mma_init(cu_state *s) {
-    cu_check(cudaFuncSetAttribute(k_attn_mma_pipe<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mp_smem<64>()),
+    cu_check(cudaFuncSetAttribute(k_attn_mma<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mp_smem<64>()),
              "attention tensor cores (shared memory)");
-    cu_check(cudaFuncSetAttribute(k_attn_mma_pipe<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mp_smem<128>()),
+    cu_check(cudaFuncSetAttribute(k_attn_mma<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mp_smem<128>()),
              "attention tensor cores (shared memory)");
 }
 
 int cu_attention_mma(cu_state *s, const ob_attn_args *a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
     if (a->type_k != OB_TYPE_F16 || a->type_v != OB_TYPE_F16 || (a->head_dim != 64 && a->head_dim != 128)) return 0;
     dim3 grid((unsigned)a->n_head, (unsigned)((a->n + MT_Q - 1) / MT_Q));
-    if (s->attn_pipe) {
-        if (a->head_dim == 64)
-            cu_launch(s, "attention (tensor cores)", grid, MT_THREADS, mp_smem<64>(), k_attn_mma_pipe<64>, *a, krb, vrb, khb, vhb);
-        else cu_launch(s, "attention (tensor cores)", grid, MT_THREADS, mp_smem<128>(), k_attn_mma_pipe<128>, *a, krb, vrb, khb, vhb);
-        return 1;
-    }
-    if (a->head_dim == 64) cu_launch(s, "attention (tensor cores)", grid, MT_THREADS, 0, k_attn_mma<64>, *a, krb, vrb, khb, vhb);
-    else cu_launch(s, "attention (tensor cores)", grid, MT_THREADS, 0, k_attn_mma<128>, *a, krb, vrb, khb, vhb);
+    if (a->head_dim == 64) cu_launch(s, "attention (tensor cores)", grid, MT_THREADS, mp_smem<64>(), k_attn_mma<64>, *a, krb, vrb, khb, vhb);
+    else cu_launch(s, "attention (tensor cores)", grid, MT_THREADS, mp_smem<128>(), k_attn_mma<128>, *a, krb, vrb, khb, vhb);
     return 1;
 }

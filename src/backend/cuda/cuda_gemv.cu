@@ -38,14 +38,9 @@
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
-#define GV_MMA_NT 32       /* tokens a group of the tensor-core instance (two 16-token tiles) */
-#define GV_MMA_RMAX 16     /* rows it stages at most (two 8-row tiles) */
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
 #endif
-
-/* Nonzero for the instance whose token groups go to the tensor cores (gv_rows_mma). */
-__host__ __device__ constexpr bool gv_mma(int T, int NT) { return NT == GV_MMA_NT && cu_mmq_type(T); }
 
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
 struct gv_job {
@@ -63,7 +58,6 @@ struct gv_args {
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
     int hold;         /* one token's int8 rows with the lanes' codes held in registers (gv_rows_q8_held) */
-    int xstage;       /* tensor-core instance: each token group's codes and scales staged in shared memory */
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
@@ -242,139 +236,6 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
                 for (int t = 0; t < NT; t++) red[warp][r * NT + t] = 0.0f;
 }
 
-/* Word k (0..7) of w without dynamic indexing (which would put w in local memory). */
-__device__ __forceinline__ int gv_word(const int (&w)[8], int k) {
-    int v = w[0];
-#pragma unroll
-    for (int i = 1; i < 8; i++) v = k == i ? w[i] : v;
-    return v;
-}
-
-/* Int8 path on the tensor cores (cu_mmq_type types, GV_MMA_NT tokens a group; opt-in,
- * OB_CUDA_GV_MMA): warp w takes sub-blocks w, w + 4, ... of every staged row; per sub-block,
- * mma_s8 multiplies 16 tokens' codes (the A tile) with 8 staged rows (the B tile: lane (g, c)
- * unpacks row g and hands over words c and 4 + c) into exact integer sums, each scaled as
- * q8w<T>::scale does, written linearly (scale(s, xs) = A s xs.x + B xs.y, A and B of the row from
- * the lane that unpacked it) with explicitly rounded operations: a row's sum must not depend on
- * which lane and register its tile position gives it (the compiler contracts each statement on its
- * own), so that the fused ops keep the plain ops' bits. The next sub-block's codes are loaded
- * before this one's products. red[warp][r * NT + t] gets the warp's part for every staged row and
- * token (the epilogue adds the four in order). The activations' codes are read once per block for
- * all its rows (the dp4a path reads them once per row and token). */
-/* Where a token group's codes are read from: token t0 + t's words at xw + (t0 + t) tw, its
- * sub-block scales at xs + (t0 + t) ss (the codes buffer, or the group staged in shared memory
- * with t0 = 0). */
-struct gv_xsrc {
-    const int *xw;
-    size_t tw;
-    const float2 *xs;
-    size_t ss;
-    int t0;
-};
-
-template <int MT>
-__device__ __forceinline__ void gv_mma_x(const gv_xsrc &x, int nsb, int sb, int nt, int g, int c, int (&fa)[MT][4], float2 (&xa)[MT][2]) {
-#pragma unroll
-    for (int m = 0; m < MT; m++) /* tokens 16 m + g and 16 m + g + 8 of the group */
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int t = 16 * m + g + 8 * h;
-            const bool in = t < nt && sb < nsb;
-            const int *p = x.xw + (size_t)(x.t0 + t) * x.tw + 8 * sb;
-            fa[m][h] = in ? p[c] : 0;
-            fa[m][2 + h] = in ? p[4 + c] : 0;
-            xa[m][h] = in ? x.xs[(size_t)(x.t0 + t) * x.ss + sb] : make_float2(0.0f, 0.0f);
-        }
-}
-
-/* The staged group (ntok = min(n, GV_MMA_NT) token rows): a token's codes take n_in + 16 bytes
- * and its scales nsb + 1 float2s, so that the eight tokens of a fragment's loads fall in
- * different banks; the scales follow the ntok rows of codes. */
-__host__ __device__ __forceinline__ size_t gv_xrow(int n_in) { return (size_t)n_in + 16; }
-__host__ __device__ __forceinline__ size_t gv_xss(int n_in) { return (size_t)n_in / 32 + 1; }
-__host__ __device__ __forceinline__ size_t gv_xbytes(int n_in, int ntok) { return (size_t)ntok * (gv_xrow(n_in) + 8 * gv_xss(n_in)); }
-
-/* Copies tokens t0 .. t0 + nt - 1's codes and sub-block scales into dst (gv_xbytes of ntok rows;
- * the caller commits and waits). */
-__device__ __forceinline__ void gv_stage_x(const gv_args &a, uint8_t *dst, int ntok, int t0, int nt) {
-    const int nch = a.n_in / 16, nsb = a.n_in / 32;
-    for (int i = threadIdx.x; i < nt * nch; i += GV_THREADS) {
-        const int t = i / nch, k = i % nch;
-        __pipeline_memcpy_async(dst + t * gv_xrow(a.n_in) + 16 * k, a.xq + (size_t)(t0 + t) * a.n_in + 16 * k, 16);
-    }
-    float2 *xs = (float2 *)(dst + ntok * gv_xrow(a.n_in));
-    for (int i = threadIdx.x; i < nt * nsb; i += GV_THREADS) {
-        const int t = i / nsb, k = i % nsb;
-        __pipeline_memcpy_async(xs + t * gv_xss(a.n_in) + k, a.xs + (size_t)(t0 + t) * nsb + k, 8);
-    }
-}
-
-__device__ __forceinline__ float gv_mma_term(float acc, float wa, float wb, int d, float2 x) {
-    return __fadd_rn(acc, __fadd_rn(__fmul_rn(wa, __fmul_rn(x.x, (float)d)), __fmul_rn(wb, x.y)));
-}
-
-template <int T, int RMAX>
-__device__ __forceinline__ void gv_rows_mma(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
-                                            const uint8_t *xsm, float (*red)[RMAX * GV_MMA_NT]) {
-    constexpr int NTILE = RMAX / 8, MT = GV_MMA_NT / 16, NW = GV_THREADS / 32;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, nsb = a.n_in / 32;
-    const int ntok = a.n < GV_MMA_NT ? a.n : GV_MMA_NT; /* the staged group's rows */
-    const gv_xsrc x = xsm ? gv_xsrc{(const int *)xsm, gv_xrow(a.n_in) / 4, (const float2 *)(xsm + ntok * gv_xrow(a.n_in)), gv_xss(a.n_in), 0}
-                          : gv_xsrc{(const int *)a.xq, (size_t)a.n_in / 4, a.xs, (size_t)nsb, t0};
-    float acc[NTILE][MT][4];
-#pragma unroll
-    for (int j = 0; j < NTILE; j++)
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc[j][m][k] = 0.0f;
-    int fa[MT][4];
-    float2 xa[MT][2];
-    gv_mma_x<MT>(x, nsb, warp, nt, g, c, fa, xa);
-#pragma unroll 1
-    for (int sb = warp; sb < nsb; sb += NW) {
-        int fn[MT][4];
-        float2 xn[MT][2];
-        gv_mma_x<MT>(x, nsb, sb + NW, nt, g, c, fn, xn);
-#pragma unroll
-        for (int j = 0; j < NTILE; j++) {
-            if (8 * j >= rows) break;
-            const int r = 8 * j + g < rows ? 8 * j + g : rows - 1;
-            q8w<T> W;
-            q8_load(W, gv_row(a, base0, base1, nr, r), sb, a.rb);
-            const float wa = W.scale(1, make_float2(1.0f, 0.0f)), wb = W.scale(0, make_float2(0.0f, 1.0f));
-            const float a0 = __shfl_sync(0xffffffffu, wa, 8 * c), b0 = __shfl_sync(0xffffffffu, wb, 8 * c);
-            const float a1 = __shfl_sync(0xffffffffu, wa, 8 * c + 4), b1 = __shfl_sync(0xffffffffu, wb, 8 * c + 4);
-            const int w0 = gv_word(W.w, c), w1 = gv_word(W.w, 4 + c);
-#pragma unroll
-            for (int m = 0; m < MT; m++) {
-                int d[4] = {0, 0, 0, 0};
-                mma_s8(d, fa[m], w0, w1);
-                acc[j][m][0] = gv_mma_term(acc[j][m][0], a0, b0, d[0], xa[m][0]);
-                acc[j][m][1] = gv_mma_term(acc[j][m][1], a1, b1, d[1], xa[m][0]);
-                acc[j][m][2] = gv_mma_term(acc[j][m][2], a0, b0, d[2], xa[m][1]);
-                acc[j][m][3] = gv_mma_term(acc[j][m][3], a1, b1, d[3], xa[m][1]);
-            }
-        }
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int h = 0; h < 4; h++) {
-                fa[m][h] = fn[m][h];
-                if (h < 2) xa[m][h] = xn[m][h];
-            }
-    }
-#pragma unroll
-    for (int j = 0; j < NTILE; j++)
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const int r = 8 * j + 2 * c + (k & 1), t = 16 * m + g + 8 * (k >> 1);
-                if (r < rows && t < nt) red[warp][r * GV_MMA_NT + t] = acc[j][m][k];
-            }
-}
-
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
     const size_t need = nc + nb * sizeof(float2) + 16; /* + 16: staging copies whole 16-byte words */
@@ -414,26 +275,13 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
     __pipeline_commit();
     cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-    uint8_t *xsm = gv_mma(T, NT) && a.xstage ? sm + (glu ? 2 : 1) * stride : NULL; /* the staged token group */
-    const int ntok = a.n < NT ? a.n : NT;
-    if (xsm) { /* the first group's codes, waited for with the weights */
-        gv_stage_x(a, xsm, ntok, 0, ntok);
-        __pipeline_commit();
-    }
     __pipeline_wait_prior(0);
     __syncthreads();
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if (xsm && t0 > 0) { /* the previous group's readers passed the barrier after its sums */
-            gv_stage_x(a, xsm, ntok, t0, nt);
-            __pipeline_commit();
-            __pipeline_wait_prior(0);
-            __syncthreads();
-        }
-        if constexpr (gv_mma(T, NT)) gv_rows_mma<T, RMAX>(a, base0, base1, nr, rows, t0, nt, xsm, red);
-        else if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -462,10 +310,8 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
  * rows allowed where no R fits (large matrices: few waves). Remembered per shape. (Capping the
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
- * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) The tensor-core
- * instance (wide) takes the most rows that still give every SM a block: it reads the activations'
- * codes once per block, so fewer, fuller blocks read less. */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, bool wide) {
+ * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
@@ -474,10 +320,6 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
         if (r > 1 && smem > GV_SMEM) break;
         R = r;
-        if (wide) { /* the tensor-core instance: as many rows as leave a block for every SM */
-            if ((rows + r) / (r + 1) < s->sm_count) break;
-            continue;
-        }
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
@@ -497,22 +339,15 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
 
 template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
-    const size_t red = sizeof(float) * RMAX * NT * (GV_THREADS / 32);
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX, gv_mma(T, NT) && s->gv_mma_wide);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    const size_t xb = gv_xbytes(a.n_in, a.n < NT ? a.n : NT);
-    a.xstage = gv_mma(T, NT) && s->gv_mma_xs && smem + xb + red <= (size_t)s->smem_optin;
-    if (a.xstage) smem += xb;
-    if (smem + red > 48 * 1024) /* beyond 48 KB a launch asks (a host call, not a stream operation) */
-        cu_check(cudaFuncSetAttribute(k_gv<T, NT, RMAX, HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                 "decode matmul (shared memory)");
+    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
     cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS>, a);
 }
 
@@ -526,20 +361,6 @@ static int gv_hold4(int gv_hold, int n_in) {
     return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
-/* The tensor-core instance takes n tokens of a cu_mmq_type weight: opt-in, and like cuBLAS only
- * in steps of distinct sequences (a prompt keeps token-by-token decoding's products). */
-static bool gv_mma_takes(const cu_state *s, bool mma, int n) {
-    return mma && s->gv_mma && s->step_distinct && n >= s->gv_mma && n <= s->gv_mma_max;
-}
-
-/* Its sums (static) and two weights' rows of rb bytes fit the 48 KB a launch gets without asking:
- * one limit for every call, so that a fused GLU and the plain gate and up take the same instance. */
-static bool gv_mma_fits(size_t rb) { return 2 * gv_span(rb) + sizeof(float) * GV_MMA_RMAX * GV_MMA_NT * GV_THREADS / 32 <= 49152; }
-
-/* Nonzero when k_gv runs n tokens of rows of rb bytes: past CU_GEMV_MAX only the tensor-core
- * instance (else cuBLAS's path is the faster). */
-static bool gv_runs(size_t rb, int n) { return n <= CU_GEMV_MAX || gv_mma_fits(rb); }
-
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
     a.hold = s->gv_hold != 0;
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
@@ -551,8 +372,6 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     }
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
-    if constexpr (cu_mmq_type(T))
-        if (gv_mma_takes(s, true, a.n) && gv_mma_fits(a.rb)) return gv_launch<T, GV_MMA_NT, GV_MMA_RMAX>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
@@ -640,12 +459,14 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
     else fallback_launch<T, 8, 2>(s, a, vec);
 }
 
-int cu_gemv_takes(const cu_state *s, int type, int n) {
-    return n <= (cu_q8_type(type) && s->step_distinct ? s->gemv_max : CU_GEMV_MAX) || gv_mma_takes(s, cu_mmq_type(type), n);
+int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n) {
+    if (n > CU_GEMV_MAX) return 0;
+    if (!cu_q8_type(w->type) || !s->step_distinct) return 1;
+    return n <= (s->gemv_max < s->gemv_copy_max || !cu_f16_copy_has(s, w->data) ? s->gemv_max : s->gemv_copy_max);
 }
 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
-    if (!cu_gemv_takes(s, w->type, n) || !gv_ok(w, x, 1) || !gv_runs(w->row_bytes, n)) return 0;
+    if (!cu_gemv_takes(s, w, n) || !gv_ok(w, x, 1)) return 0;
     gv_args a = gv_base(w, x, n, add ? GV_ADD : GV_STORE);
     a.job[0] = gv_job_of(w, y);
     a.nj = 1;
@@ -654,9 +475,9 @@ int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, in
 }
 
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
-    if (count < 1 || count > GV_JOBS || !cu_gemv_takes(s, ws[0]->type, n)) return 0;
+    if (count < 1 || count > GV_JOBS || !cu_gemv_takes(s, ws[0], n)) return 0;
     for (int i = 0; i < count; i++)
-        if (!gv_ok(ws[i], x, 1) || ws[i]->type != ws[0]->type || ws[i]->n_in != ws[0]->n_in || !gv_runs(ws[i]->row_bytes, n)) return 0;
+        if (!gv_ok(ws[i], x, 1) || ws[i]->type != ws[0]->type || ws[i]->n_in != ws[0]->n_in) return 0;
     gv_args a = gv_base(ws[0], x, n, GV_STORE);
     for (int i = 0; i < count; i++) a.job[i] = gv_job_of(ws[i], ys[i]);
     a.nj = count;
@@ -665,7 +486,7 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
 }
 
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n) {
-    if (!cu_gemv_takes(s, g->type, n) || !gv_ok(g, x, 2) || !gv_runs(g->row_bytes, n) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
+    if (!cu_gemv_takes(s, g, n) || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
     gv_args a = gv_base(g, x, n, GV_GLU);
     a.job[0] = gv_job_of(g, out);
     a.nj = 1;

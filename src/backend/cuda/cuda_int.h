@@ -109,13 +109,9 @@ typedef struct {
                             * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
                             * instance of its own; 2: up to two only; 4: up to four on every row (it loses on
                             * BitNet's 2560-value rows); 0: off. Set by OB_CUDA_GV_HOLD */
-    int gv_mma;            /* OB_CUDA_GV_MMA (opt-in, 0: off): fewest tokens whose decode matmul goes to the staged kernel's tensor-core instance */
-    int gv_mma_max;        /* OB_CUDA_GV_MMA_MAX: most tokens that instance takes (cu_gemv_takes) */
-    int gv_mma_wide;       /* OB_CUDA_GV_MMA_WIDE=0: that instance's rows per block picked as the others' */
-    int gv_mma_xs;         /* OB_CUDA_GV_MMA_XS=0: that instance reads the codes from L2 instead of staging a token group */
-    int smem_optin;        /* shared memory a block may ask for (cudaDevAttrMaxSharedMemoryPerBlockOptin) */
     int gemv_max;          /* OB_CUDA_GEMV_MAX (1..CU_GEMV_MAX): most tokens of an int8-path weight on the staged kernel's
                             * dp4a path in a batch of distinct sequences (prompts: CU_GEMV_MAX; cu_gemv_takes) */
+    int gemv_copy_max;     /* OB_CUDA_GEMV_COPY_MAX (1..CU_GEMV_MAX, default 4): the same for a weight with an f16 copy */
     int step_distinct;     /* the step's tokens are all of distinct sequences (backend step_kind) */
     int graph_max_n;       /* OB_CUDA_GRAPH_MAX: most tokens of a step that is recorded (cuda_graph.cu) */
     int mmq;               /* OB_CUDA_MMQ=1: matmuls the staged kernel does not take on cuda_mmq.cu's int8 tensor-core kernel */
@@ -133,7 +129,6 @@ typedef struct {
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
-    int attn_pipe;         /* prompt attention on the tensor cores pipelined (cuda_attn_mma.cu), unless OB_CUDA_ATTN_PIPE=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -141,7 +136,8 @@ typedef struct {
     int cap_bad;           /* something not recordable happened during the recording */
     const char *cap_why;   /* ... an operation that failed there (said when the recording is dropped), or NULL */
     cu_prof *prof;         /* OB_CUDA_PROFILE=1: per-op GPU times, else NULL */
-    int f16_copy;          /* OB_CUDA_F16_COPY=1: weights that reach the tensor-core path keep their f16 copy (cuda_matmul.cu) */
+    int f16_copy;          /* weights that reach the tensor-core path keep their f16 copy while memory allows (cuda_matmul.cu),
+                            * unless OB_CUDA_F16_COPY=0 */
     cu_f16c *f16c;         /* those copies */
     int n_f16c, cap_f16c;
     int f16c_full;         /* a copy was refused for memory (said once) */
@@ -226,6 +222,8 @@ void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n)
 void cu_get_rows(cu_state *s, const ob_weight *w, const int32_t *ids, int n, float *y);
 /* Forgets (and frees) the f16 copy of the weight at data, if it has one (its memory is freed). */
 void cu_f16_copy_forget(cu_state *s, const void *data);
+/* Nonzero when the weight at data has an f16 copy. */
+int cu_f16_copy_has(const cu_state *s, const void *data);
 /* the fused ops of backend.h (matmul_add, matmul_multi with count <= CU_MULTI_MAX, matmul_glu) */
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
@@ -234,12 +232,11 @@ void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight 
 /* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
  * lean4); each returns 0 without launching anything when the weights do not suit it */
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
-/* Nonzero when the staged decode kernel takes n tokens of a weight of this type: up to
- * CU_GEMV_MAX, but int8-path types only up to s->gemv_max in a step of distinct sequences (above:
- * cuBLAS, whose 16-bit activations differ from the int8 path's codes: a prompt keeps the products
- * of token-by-token decoding), and with OB_CUDA_GV_MMA from s->gv_mma to s->gv_mma_max on its
- * tensor-core instance (cu_mmq_type). */
-int cu_gemv_takes(const cu_state *s, int type, int n);
+/* Nonzero when the staged decode kernel takes n tokens of w: up to CU_GEMV_MAX, but int8-path
+ * types in a step of distinct sequences only up to s->gemv_max, or s->gemv_copy_max where w has
+ * an f16 copy (above: cuBLAS, whose 16-bit activations differ from the int8 path's codes: a prompt
+ * keeps the products of token-by-token decoding). */
+int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n);
 /* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 /* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */

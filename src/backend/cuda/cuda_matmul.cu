@@ -2,13 +2,13 @@
  *
  * Owns: the choice of path per batch size (cu_gemv_takes) and the kernels of the large batches:
  *  - up to 32 tokens (decode, small batches of the server's slots; int8-path weights in a step of
- *    distinct sequences up to 12, OB_CUDA_GEMV_MAX): cuda_gemv.cu (its staged kernel, or its
- *    fallback for rows it cannot stage), and the fused ops' fallbacks here.
- *  - more (prompt processing, larger batches): tensor cores through cuBLAS: the weight is
- *    dequantized to f16 (f16 and bf16 weights are used as stored, f32 through SGEMM in f32),
- *    the activations converted to the same 16-bit type, and cublasGemmEx accumulates in f32.
- *    The weight is decoded once per call and reused by every token, so this costs one extra
- *    pass over 2 bytes per weight, amortised over the batch. With OB_CUDA_MMQ=1 the int8-path
+ *    distinct sequences up to 12, or 4 once the weight has its f16 copy: cu_gemv_takes):
+ *    cuda_gemv.cu (its staged kernel, or its fallback for rows it cannot stage), and the fused
+ *    ops' fallbacks here.
+ *  - more (prompt processing, larger batches): tensor cores through cuBLAS: the weight as its
+ *    kept f16 copy (below), else dequantized to f16 per call (f16 and bf16 weights are used as
+ *    stored, f32 through SGEMM in f32), the activations converted to the same 16-bit type, and
+ *    cublasGemmEx accumulates in f32. With OB_CUDA_MMQ=1 the int8-path
  *    types go to the int8 tensor cores instead, decoded inside the kernel (cuda_mmq.cu).
  * lean4 rotates the activations first (the rows are stored rotated); i2_s's per-tensor scale
  * multiplies each dot product once.
@@ -47,14 +47,18 @@ static void deq_any(cu_state *s, const ob_weight *w, __half *out) {
 #undef DEQ
 }
 
-/* ---- f16 copies kept (OB_CUDA_F16_COPY=1) ---------------------------------------------- *
+/* ---- f16 copies kept ------------------------------------------------------------------ *
  * A weight dequantized for every product above the decode kernel's batch sizes costs a write and
- * a read of 2 bytes a weight per call (prompt chunks, the server's steps of 13+ sequences); with
- * the switch each weight that reaches this path keeps its f16 copy from its first eager call
- * (never inside a recording: allocating is not recordable) while the GPU keeps CU_F16C_RESERVE
- * free, so later calls read the copy. The copy holds the same values as the per-call
- * dequantization, so the products are the same bits. */
-#define CU_F16C_RESERVE ((size_t)2 << 30)
+ * a read of 2 bytes a weight per call (prompt chunks, the server's steps of 5+ sequences). So each
+ * weight that reaches this path keeps its f16 copy from its first eager call (never inside a
+ * recording: allocating is not recordable), while the GPU keeps f16c_reserve free (the larger of
+ * 2 GiB and a fifth of its memory: the KV cache is allocated before any product, the scratch
+ * buffers grow during the first steps); later calls read the copy. The copy holds the per-call
+ * dequantization's values, so the products are the same bits. Measured on the H200 (docs/bench.md,
+ * run 13): prompts of the quantized files +16% to +19%, batched decode at 16-64 streams +33% to
+ * +44% on Llama-3.2-1B Q4_0 and +79% to +100% on Llama-3.1-8B Q4_K_M; the cost is 2 bytes a
+ * weight of GPU memory (2.5 GB for the 1B, 15 GB for the 8B). OB_CUDA_F16_COPY=0 turns it off. */
+static size_t f16c_reserve(size_t total) { return total / 5 > ((size_t)2 << 30) ? total / 5 : (size_t)2 << 30; }
 
 static long f16c_reads; /* products that read a copy, every backend of the process (tests) */
 extern "C" long ob_cuda_f16_copy_reads(void) { return __atomic_load_n(&f16c_reads, __ATOMIC_RELAXED); }
@@ -64,6 +68,8 @@ static int f16c_find(const cu_state *s, const void *q) {
         if (s->f16c[i].q == q) return i;
     return -1;
 }
+
+int cu_f16_copy_has(const cu_state *s, const void *data) { return s->n_f16c && f16c_find(s, data) >= 0; }
 
 void cu_f16_copy_forget(cu_state *s, const void *data) {
     const int i = f16c_find(s, data);
@@ -92,10 +98,10 @@ static const void *f16_copy(cu_state *s, const ob_weight *w) {
         s->f16c = n;
         s->cap_f16c = cap;
     }
-    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < bytes + CU_F16C_RESERVE || cudaMalloc(&h, bytes) != cudaSuccess) {
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < bytes + f16c_reserve(tot) || cudaMalloc(&h, bytes) != cudaSuccess) {
         cudaGetLastError();
         s->f16c_full = 1;
-        fprintf(stderr, "cuda backend: OB_CUDA_F16_COPY: no f16 copies past %d weights (%zu MiB free)\n", s->n_f16c, fr >> 20);
+        fprintf(stderr, "cuda backend: f16 copies of the weights for batched products: %d made, no more (%zu MiB free)\n", s->n_f16c, fr >> 20);
         return NULL;
     }
     deq_any(s, w, (__half *)h);
@@ -174,7 +180,7 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
 
 /* y = x . W^T with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
-    if (cu_gemv_takes(s, w->type, n)) {
+    if (cu_gemv_takes(s, w, n)) {
         if (cu_gemv(s, w, x, y, n, 0)) return;
         if (n <= CU_GEMV_MAX) { /* (more tokens, that the tensor-core instance declined: the paths below) */
             cu_gemv_fallback(s, w, x, y, n);
@@ -203,7 +209,7 @@ void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n)
 
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     x = mm_input(s, w, x, n);
-    if (cu_gemv_takes(s, w->type, n) && cu_gemv(s, w, x, y, n, 1)) return;
+    if (cu_gemv_takes(s, w, n) && cu_gemv(s, w, x, y, n, 1)) return;
     size_t ny = (size_t)n * (size_t)w->n_out;
     cu_reserve(s, (void **)&s->ytmp, &s->ytmp_cap, ny * sizeof(float));
     mm_core(s, w, x, s->ytmp, n);
@@ -223,13 +229,13 @@ void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, 
                 gy[k++] = ys[j];
                 done[j] = 1;
             }
-        if (k > 1 && cu_gemv_takes(s, ws[i]->type, n) && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
+        if (k > 1 && cu_gemv_takes(s, ws[i], n) && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
         for (int j = 0; j < k; j++) cu_matmul(s, gw[j], x, gy[j], n);
     }
 }
 
 void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n) {
-    if (cu_gemv_takes(s, g->type, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
+    if (cu_gemv_takes(s, g, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
     cu_matmul(s, g, x, gate, n);
     cu_matmul(s, u, x, up, n);
     cu_glu(s, act, gate, up, (size_t)n * (size_t)g->n_out);

@@ -97,7 +97,7 @@ template <int T> static void mmq_launch(cu_state *s, const ob_weight *w, const i
 }
 
 int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
-    if (!s->mmq || cu_gemv_takes(s, w->type, n) || w->n_in % 32 || w->n_in > CU_QROW_MAX) return 0;
+    if (!s->mmq || cu_gemv_takes(s, w, n) || w->n_in % 32 || w->n_in > CU_QROW_MAX) return 0;
     int ok = 0;
 #define OK(T) ok = cu_mmq_type(T)
     CU_FOR_TYPE(w->type, OK)
