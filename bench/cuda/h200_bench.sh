@@ -10,8 +10,8 @@
 # -npp 128 -ntg 64 -npl 1,8,32,64 (S_TG: every sequence's tokens over the generation time; one run,
 # no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files. `batchab "ENV1"
 # "ENV2" ...`: 1bit alone, batched decode (-npl 1,8,16,32,64) of the 1B Q4_0 and 8B Q4_K_M files
-# with each environment setting (e.g. "X=1" "OB_CUDA_GV_MMA=5" "OB_CUDA_GV_MMA=5
-# OB_CUDA_GV_MMA_XS=0"), twice alternating, then the per-op profile at 32 streams of each.
+# with each environment setting (e.g. "X=1" "OB_CUDA_F16_COPY=0" "OB_CUDA_GEMV_COPY_MAX=8"), twice
+# alternating, then the per-op profile at 32 streams of each.
 # Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}

@@ -31,8 +31,9 @@ typedef struct {
 } cu_idx_slot;
 
 /* tokens up to which matmul runs the fused decode kernels (above: dequantize + tensor cores; for
- * int8-path weights in steps of distinct sequences from 13, cu_gemv_takes: run 12, +70% batched
- * decode at 32 streams); 64 measured 12% / 33% less serving throughput at 32 / 64 streams
+ * int8-path weights in steps of distinct sequences from 13, or from 5 once the weight has its f16
+ * copy, cu_gemv_takes: run 12, +70% batched decode at 32 streams; run 13, the copies +33% to +48%
+ * at 12-64 streams); 64 measured 12% / 33% less serving throughput at 32 / 64 streams
  * (docs/bench.md, run 10) */
 #define CU_GEMV_MAX 32
 #define CU_ATTN_RUN_MIN 64 /* tokens from which one sequence's consecutive positions take the prompt attention kernels */
@@ -43,7 +44,7 @@ typedef struct {
 
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
 
-/* A weight's f16 copy for the tensor-core path (OB_CUDA_F16_COPY=1, cuda_matmul.cu). */
+/* A weight's f16 copy for the tensor-core path (cuda_matmul.cu). */
 typedef struct {
     const void *q; /* the weight's data as uploaded */
     void *h;       /* [n_out][n_in] f16 */

@@ -181,11 +181,8 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
 /* y = x . W^T with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     if (cu_gemv_takes(s, w, n)) {
-        if (cu_gemv(s, w, x, y, n, 0)) return;
-        if (n <= CU_GEMV_MAX) { /* (more tokens, that the tensor-core instance declined: the paths below) */
-            cu_gemv_fallback(s, w, x, y, n);
-            return;
-        }
+        if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
+        return;
     }
     if (cu_mmq(s, w, x, y, n, 0)) return;
     if (w->type == OB_TYPE_F32) {
