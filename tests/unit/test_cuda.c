@@ -454,6 +454,15 @@ static int same_matmul(ob_backend *a, ob_backend *b, int type, int64_t n_in, int
     return same;
 }
 
+/* Products that read a kept f16 copy so far (the CUDA backend's count; builds without it have none). */
+static long f16_reads(void) {
+#ifdef OB_CUDA
+    return ob_cuda_f16_copy_reads();
+#else
+    return 0;
+#endif
+}
+
 /* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
  * (the second of two: the first makes the copy) and are the per-call dequantization's bits, every
  * type; in a step of distinct sequences (gd: g0 with OB_CUDA_GEMV_MAX=4, step_kind(1) on both),
@@ -464,10 +473,10 @@ static void check_f16_copies(ob_backend *gc, ob_backend *g0, ob_backend *gd) {
         if (type == OB_TYPE_COUNT) type = OB_TYPE_EXT_FIRST;
         const ob_type_traits *t = ob_type_get(type);
         if (!t || !t->to_float || !ob_tensor_can_quantize(type)) continue;
-        const long reads = ob_cuda_f16_copy_reads();
+        const long reads = f16_reads();
         const int64_t n_in = t->block_size == 1 ? 512 : (int64_t)t->block_size * (512 / t->block_size + 1);
         const int same = same_matmul(gc, g0, type, n_in, 67, 40, 40, 1);
-        const long got = ob_cuda_f16_copy_reads() - reads;
+        const long got = f16_reads() - reads;
         /* f16 / bf16 / f32 weights are used as stored */
         const int copied = type != OB_TYPE_F16 && type != OB_TYPE_BF16 && type != OB_TYPE_F32;
         if (!same || got != (copied ? 2 : 0)) fprintf(stderr, "  cuda f16 copy %s: same bits %d, copy reads %ld\n", t->name, same, got);
@@ -476,11 +485,11 @@ static void check_f16_copies(ob_backend *gc, ob_backend *g0, ob_backend *gd) {
         if (!q8_type(type)) continue;
         gc->step_kind(gc, 1);
         gd->step_kind(gd, 1);
-        const long r8 = ob_cuda_f16_copy_reads();
+        const long r8 = f16_reads();
         const int same8 = same_matmul(gc, gd, type, n_in, 67, 8, 40, 1);
         if (!same8) fprintf(stderr, "  cuda f16 copy %s: 8 distinct tokens not on the copy's path\n", t->name);
         CHECK(same8);
-        CHECK_EQ_INT((int)(ob_cuda_f16_copy_reads() - r8), 2);
+        CHECK_EQ_INT((int)(f16_reads() - r8), 2);
         gc->step_kind(gc, 0);
         gd->step_kind(gd, 0);
     }
@@ -1195,6 +1204,26 @@ OB_SUITE(cuda_kernels) {
         }
         gpu_free(gq2);
     }
+    /* decode batches on the grouped tensor-core kernel (OB_CUDA_ATTN_GQA=1, opt-in; f16 Q and P:
+     * 5e-3): head sizes 64 and 128, one tile and many, tokens of both sequences at random
+     * positions, a prompt chunk shorter than the tiled kernels take; rope_attention declines */
+    ob_backend *gg = gpu_new_with("OB_CUDA_ATTN_GQA", "1");
+    CHECK(gg != NULL);
+    if (gg) {
+        attn_tol = 5e-3;
+        test_kv_attention(gg, c, OB_TYPE_F16, 64, 300, 3, 0);
+        test_kv_attention(gg, c, OB_TYPE_F16, 64, 40, 17, 0);
+        test_kv_attention(gg, c, OB_TYPE_F16, 128, 3000, 40, 0);
+        test_kv_attention(gg, c, OB_TYPE_F16, 128, 200, 33, 1);
+        test_kv_attention(gg, c, OB_TYPE_F16, 64, 700, 1, 0);
+        attn_tol = 2e-5;
+        test_kv_attention(gg, c, OB_TYPE_Q8_0, 64, 300, 3, 0); /* (not its cache type: the split kernel) */
+        ob_rope r = {OB_ROPE_NORM, 64, 10000.0f, 1.0f, NULL};
+        ob_attn_args a = {0};
+        a.n = 4; a.n_head = 8; a.n_head_kv = 2; a.head_dim = 64; a.type_k = a.type_v = OB_TYPE_F16;
+        CHECK_EQ_INT(gg->rope_attention(gg, &a, NULL, NULL, NULL, &r), 0);
+        gpu_free(gg);
+    }
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
@@ -1223,9 +1252,9 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CUDA_GEMV_MAX");
     CHECK(g0 != NULL && gd != NULL);
     if (g0 && gd) {
-        const long reads = ob_cuda_f16_copy_reads();
+        const long reads = f16_reads();
         matmul_suite(g0, NULL);
-        CHECK(ob_cuda_f16_copy_reads() == reads);
+        CHECK(f16_reads() == reads);
         check_f16_copies(g, g0, gd);
     }
     if (g0) gpu_free(g0);
@@ -1321,12 +1350,12 @@ static void test_graphs(void) {
         int nw0 = 0, nw1 = 0;
         float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", &rw0, &nw0);
 #ifdef OB_CUDA
-        const long replays = ob_cuda_graph_replays(), reads = ob_cuda_f16_copy_reads();
+        const long replays = ob_cuda_graph_replays(), reads = f16_reads();
 #endif
         float *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", &rw1, &nw1);
 #ifdef OB_CUDA
         CHECK(ob_cuda_graph_replays() > replays); /* the recorded run replayed steps */
-        CHECK(mode ? ob_cuda_f16_copy_reads() == reads : ob_cuda_f16_copy_reads() > reads);
+        CHECK(mode ? f16_reads() == reads : f16_reads() > reads);
 #endif
         if (mode) unsetenv(mode_var[mode]);
         CHECK(we != NULL && wg != NULL && rw0 == rw1 && nw0 == nw1);

@@ -309,13 +309,14 @@ void cu_attention(cu_state *s, const ob_attn_args *a) {
         fprintf(stderr, "cuda backend: attention head size %d exceeds %d\n", a->head_dim, AT_MAXK * 32);
         abort();
     }
+    if (cu_attention_gqa(s, a)) return;
     attn_launch(s, a, at_rope{});
 }
 
 int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r) {
     const int q8 = a->type_k == OB_TYPE_Q8_0 || a->type_v == OB_TYPE_Q8_0;
     return s->rope_attn && a->n >= 1 && a->n <= CU_GEMV_MAX && a->head_dim <= AT_MAXK * 32 && !(q8 && a->head_dim % 32) &&
-           r->n_rot >= 0 && r->n_rot <= a->head_dim;
+           r->n_rot >= 0 && r->n_rot <= a->head_dim && !cu_attention_gqa_ok(s, a); /* (that kernel after rope_kv) */
 }
 
 void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {

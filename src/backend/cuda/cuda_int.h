@@ -130,6 +130,7 @@ typedef struct {
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
+    int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (opt-in, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -282,6 +283,12 @@ void cu_attention_tiles_init(cu_state *s);
  * launched, the batch does not suit it); krb..vhb as cu_attention computes them */
 int cu_attention_mma(cu_state *s, const ob_attn_args *a, size_t krb, size_t vrb, size_t khb, size_t vhb);
 void cu_attention_mma_init(cu_state *s);
+/* cuda_attn_gqa.cu: a batch's decode attention on the tensor cores, a block per (token, KV head),
+ * where _ok says it applies (opt-in OB_CUDA_ATTN_GQA, f16 caches, head size 64 / 128, at most 16
+ * query heads a KV head); 0: not launched */
+int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a);
+int cu_attention_gqa(cu_state *s, const ob_attn_args *a);
+void cu_attention_gqa_init(cu_state *s);
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
 /* spans per token of the decode attention (reserves their scratch: s->attn_part, s->attn_cnt) */
 int cu_attn_splits(cu_state *s, const ob_attn_args *a);

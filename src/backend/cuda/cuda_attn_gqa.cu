@@ -1,0 +1,110 @@
+/* cuda_attn_gqa.cu — the decode attention of a batch on the tensor cores, one block per (token,
+ * KV head) (opt-in: OB_CUDA_ATTN_GQA=N from N tokens; not yet measured, docs/cuda.md).
+ *
+ * Owns: k_attn_gqa, for batches of tokens at any positions of any sequences (the server's steps)
+ * over f16 K/V caches with head size 64 or 128 and at most 16 query heads a KV head. The split
+ * kernel (cuda_attn.cu) gives each (token, query head) its own block, so each K/V row is read
+ * once per query head of its group, one position at a time per warp. Here the group's query heads
+ * are the rows of one A fragment (zeros past the group), the sequence's cache is walked in tiles
+ * of 64 positions shared by the block's 4 warps (warp w takes positions 16 w .. 16 w + 15 of every
+ * tile), and each warp keeps its own online softmax over its positions (cuda_mma.cuh's walk and
+ * step, as the prompt kernel); at the end the four warps' states are merged in shared memory.
+ * Precision as the prompt kernel's (f16 Q and P, f32 sums: about 1e-3). It writes no int8 codes
+ * for `wo` (that matmul quantizes its input itself when it takes codes).
+ * Does not own: RoPE and the cache writes (rope_kv runs before: cu_rope_attention_ok declines
+ * the batches this kernel takes), the other attention kernels.
+ */
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_mma.cuh"
+
+#define GQ_THREADS 128 /* 4 warps: a quarter of each tile's positions each */
+#define GQ_MAXG 16     /* query heads a KV head at most (one A fragment's rows) */
+
+/* Where the merge keeps warp w's state: rows' maxima and sums [4][16], outputs [4][16][D]. */
+template <int D> constexpr size_t gq_merge_bytes() { return sizeof(float) * (2 * 4 * 16 + 4 * 16 * D); }
+template <int D> constexpr size_t gq_smem() { return mp_smem<D>() > gq_merge_bytes<D>() ? mp_smem<D>() : gq_merge_bytes<D>(); }
+
+template <int D>
+__global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
+    extern __shared__ __align__(16) __half gq_sm[];
+    cu_dep();
+    const int kh = blockIdx.x, i = blockIdx.y, G = a.n_head / a.n_head_kv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int p_last = a.pos[i];
+    const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
+    const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
+    mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, 0, p_last);
+
+    /* rows g and g + 8: query heads kh G + g and kh G + g + 8 of token i (zeros past the group) */
+    const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
+    uint32_t qf[D / 16][4];
+    mp_qfrag<D>(qf, qi + (size_t)g * D, qi + (size_t)(g + 8) * D, g < G, g + 8 < G, a.scale * MP_LOG2E);
+    float o[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    mp_walk<D, GQ_THREADS>(gq_sm, kb, vb, krb, vrb, p_last, [&](const __half *Ks, const __half *Vs, int k0) {
+        const int w0 = k0 + 16 * warp; /* the warp's first position: it has one at least (positions are 0 .. p_last) */
+        if (w0 <= p_last) mp_step<D, 2>(Ks, Vs, 16 * warp, k0, w0 + 15 > p_last, p_last, p_last, qf, o, m0, m1, l0, l1);
+    });
+    mp_sums(l0, l1);
+
+    /* the merge: warp w's maxima, sums and outputs (a warp that had no position: -inf, 0, 0) */
+    float *mm = (float *)gq_sm, *ll = mm + 4 * 16, *oo = ll + 4 * 16;
+    if (c == 0) {
+        mm[warp * 16 + g] = m0;
+        mm[warp * 16 + g + 8] = m1;
+        ll[warp * 16 + g] = l0;
+        ll[warp * 16 + g + 8] = l1;
+    }
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) {
+        float *r0 = oo + ((size_t)warp * 16 + g) * D + 8 * j + 2 * c, *r1 = r0 + 8 * D;
+        r0[0] = o[j][0];
+        r0[1] = o[j][1];
+        r1[0] = o[j][2];
+        r1[1] = o[j][3];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) {
+        const int r = e / D, d = e % D;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < 4; w++) M = fmaxf(M, mm[w * 16 + r]);
+        float L = 0.0f, v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            const float f = mp_ex2(mm[w * 16 + r] - M); /* (warp 0 always had position 0: M is finite) */
+            L += f * ll[w * 16 + r];
+            v += f * oo[((size_t)w * 16 + r) * D + d];
+        }
+        a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = L > 0.0f ? v / L : 0.0f;
+    }
+}
+
+void cu_attention_gqa_init(cu_state *s) {
+    cu_check(cudaFuncSetAttribute(k_attn_gqa<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem<64>()),
+             "grouped attention (shared memory)");
+    cu_check(cudaFuncSetAttribute(k_attn_gqa<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem<128>()),
+             "grouped attention (shared memory)");
+}
+
+int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a) {
+    return s->attn_gqa && a->n >= s->attn_gqa && a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 &&
+           (a->head_dim == 64 || a->head_dim == 128) && a->n_head_kv > 0 && a->n_head % a->n_head_kv == 0 &&
+           a->n_head / a->n_head_kv <= GQ_MAXG;
+}
+
+int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {
+    if (!cu_attention_gqa_ok(s, a)) return 0;
+    const int kv_dim = a->n_head_kv * a->head_dim;
+    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
+    const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
+    dim3 grid((unsigned)a->n_head_kv, (unsigned)a->n);
+    if (a->head_dim == 64) cu_launch(s, "attention (grouped)", grid, GQ_THREADS, gq_smem<64>(), k_attn_gqa<64>, *a, krb, vrb, khb, vhb);
+    else cu_launch(s, "attention (grouped)", grid, GQ_THREADS, gq_smem<128>(), k_attn_gqa<128>, *a, krb, vrb, khb, vhb);
+    return 1;
+}
