@@ -192,7 +192,7 @@ int ob_backend_cuda_usable(void);
 int ob_cuda_q8_selftest(char *report, size_t cap);
 /* Steps replayed from CUDA graph recordings so far, by every CUDA backend of the process (tests). */
 long ob_cuda_graph_replays(void);
-/* Products that read a kept f16 copy of their weight (OB_CUDA_F16_COPY=1), every backend (tests). */
+/* Products that read a kept f16 copy of their weight (unless OB_CUDA_F16_COPY=0), every backend (tests). */
 long ob_cuda_f16_copy_reads(void);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */

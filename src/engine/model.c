@@ -262,8 +262,8 @@ static int check_device_memory(ob_model_t *m, const char *path, char *err, size_
     size_t need = 0, fr = 0, tot = 0;
     for (int64_t i = 0; i < ob_gguf_n_tensors(m->gguf); i++) need += ob_gguf_tensor_at(m->gguf, i)->size;
     if (m->be->mem_info(m->be, &fr, &tot) != 0) return 0;
-    /* (the CUDA backend keeps f16 copies of a loaded model's weights while a fifth of the GPU stays
-     * free: docs/cuda.md, "Matmul") */
+    /* (the CUDA backend keeps f16 copies of a loaded model's weights while the larger of 2 GiB and a
+     * fifth of the GPU stays free: docs/cuda.md, "Matmul") */
     const char *copies = strcmp(m->be->name, "cuda") ? "" : "; a model already loaded on this GPU may hold f16 copies of its "
                                                            "weights (OB_CUDA_F16_COPY=0 turns them off)";
     if (need + ((size_t)256 << 20) > fr)

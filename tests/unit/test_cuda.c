@@ -915,14 +915,26 @@ static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, in
     float *q = randf(qn, 1.0f), *out = malloc(qn * 4);
     for (int i = 0; i < n; i++) { pos[i] = rint_in(0, n_ctx - 1); seq[i] = rint_in(0, n_seq - 1); }
     pos[0] = n_ctx - 1;
-    for (int i = 0; prompt && i < n; i++) { pos[i] = n_ctx - n + i; seq[i] = 1; }
+    /* prompt 2: the chunk ends 50 positions before the context does, and the GPU's rows after it
+     * are NaN (a cache row not yet written may hold anything: none may reach the output) */
+    const int gap = prompt == 2 ? 50 : 0;
+    for (int i = 0; prompt && i < n; i++) { pos[i] = n_ctx - gap - n + i; seq[i] = 1; }
     void *dq = dev_copy(g, q, qn * 4), *dout = dev_nan(g, qn);
     ob_attn_args a = {q, out, kc, vc, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), NULL};
     c->attention(c, &a);
+    if (gap) {
+        for (int kv = 0; kv < 2; kv++) {
+            uint8_t *h = kv ? vc : kc;
+            memset(h + ((size_t)n_ctx + n_ctx - gap) * rb, 0xff, (size_t)gap * rb); /* sequence 1's last rows: NaN */
+            g->dealloc(g, kv ? dv : dk);
+            *(kv ? &dv : &dk) = dev_copy(g, h, cache_bytes);
+        }
+    }
     ob_attn_args ag = {dq, dout, dk, dv, type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, a.scale, NULL};
     g->attention(g, &ag);
     char what[96];
-    snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d%s", ob_type_name(type), hd, n_ctx, n, prompt ? " prompt" : "");
+    snprintf(what, sizeof what, "attention %s hd=%d ctx=%d n=%d%s", ob_type_name(type), hd, n_ctx, n,
+             gap ? " prompt, NaN rows after it" : prompt ? " prompt" : "");
     cmp_dev(g, dout, out, qn, attn_tol, what);
     g->dealloc(g, dq);
     g->dealloc(g, dout);
@@ -1126,6 +1138,8 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(g, c, kv_types[k], 128, 200, 77, 1);
         test_kv_attention(g, c, kv_types[k], 64, 64, 64, 1); /* the whole context */
         test_kv_attention(g, c, kv_types[k], 128, 700, 200, 1);
+        test_kv_attention(g, c, kv_types[k], 64, 300, 100, 2); /* rows after the chunk: NaN */
+        test_kv_attention(g, c, kv_types[k], 128, 300, 70, 2);
         attn_tol = 2e-5;
         test_kv_attention(g, c, kv_types[k], 32, 64, 64, 1);
         test_kv_attention(g, c, kv_types[k], 96, 700, 200, 1);
@@ -1215,6 +1229,7 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gg, c, OB_TYPE_F16, 64, 40, 17, 0);
         test_kv_attention(gg, c, OB_TYPE_F16, 128, 3000, 40, 0);
         test_kv_attention(gg, c, OB_TYPE_F16, 128, 200, 33, 1);
+        test_kv_attention(gg, c, OB_TYPE_F16, 64, 300, 40, 2); /* rows after the chunk: NaN */
         test_kv_attention(gg, c, OB_TYPE_F16, 64, 700, 1, 0);
         attn_tol = 2e-5;
         test_kv_attention(gg, c, OB_TYPE_Q8_0, 64, 300, 3, 0); /* (not its cache type: the split kernel) */

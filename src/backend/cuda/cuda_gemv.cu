@@ -461,7 +461,7 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
 
 int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n) {
     if (n > CU_GEMV_MAX) return 0;
-    if (!cu_q8_type(w->type) || !s->step_distinct) return 1;
+    if (!cu_q8_type(w->type) || !s->step_distinct || (n <= s->gemv_max && n <= s->gemv_copy_max)) return 1;
     return n <= (s->gemv_max < s->gemv_copy_max || !cu_f16_copy_has(s, w->data) ? s->gemv_max : s->gemv_copy_max);
 }
 

@@ -53,7 +53,9 @@ static void deq_any(cu_state *s, const ob_weight *w, __half *out) {
  * weight that reaches this path keeps its f16 copy from its first eager call (never inside a
  * recording: allocating is not recordable), while the GPU keeps f16c_reserve free (the larger of
  * 2 GiB and a fifth of its memory: the KV cache is allocated before any product, the scratch
- * buffers grow during the first steps); later calls read the copy. The copy holds the per-call
+ * buffers grow during the first steps; after one refusal no copy is tried again); later calls read
+ * the copy, and a weight with a copy goes to this path from 5 distinct tokens (cu_gemv_takes), so
+ * making one forgets the recorded steps. The copy holds the per-call
  * dequantization's values, so the products are the same bits. Measured on the H200 (docs/bench.md,
  * run 13): prompts of the quantized files +16% to +19%, batched decode at 16-64 streams +33% to
  * +44% on Llama-3.2-1B Q4_0 and +79% to +100% on Llama-3.1-8B Q4_K_M; the cost is 2 bytes a
@@ -106,6 +108,7 @@ static const void *f16_copy(cu_state *s, const ob_weight *w) {
     }
     deq_any(s, w, (__half *)h);
     s->f16c[s->n_f16c++] = (cu_f16c){w->data, h};
+    cu_graph_forget(s); /* a recorded step of 5-12 distinct tokens may hold this weight's staged path (cu_gemv_takes) */
     __atomic_add_fetch(&f16c_reads, 1, __ATOMIC_RELAXED);
     return h;
 }
