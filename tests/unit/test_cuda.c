@@ -1302,25 +1302,31 @@ static void wide_step(ob_ctx_t *c, const int32_t *seq, int n, int all, int k, in
 /* Logits of wide steps on the GPU, with env = val while the model loads: 64 sequences with
  * 2-token prompts, then 4 rounds of steps of distinct sequences (16, 40 and 64 tokens, every row's
  * logits), a 40-token run of one sequence, a 64-token run of another (a prompt chunk: never
- * recorded) and 40 tokens of two sequences (the run of 40's key); *rows gets the rows kept. */
-static float *decode_wide(const char *path, const char *env, const char *val, size_t *rows, int *n_vocab) {
+ * recorded) and 40 tokens of two sequences (the run of 40's key); with8, also steps of 8 distinct
+ * sequences, two before the rounds and one in each; *rows gets the rows kept. */
+static float *decode_wide(const char *path, const char *env, const char *val, int with8, size_t *rows, int *n_vocab) {
     ob_model_t *m = NULL;
     ob_ctx_t *c = ob_test_open(path, "cuda", env, val, 512, 64, 64, &m, n_vocab);
     if (!c) return NULL;
     const int nv = *n_vocab;
-    float *out = malloc((size_t)(64 + 4 * 124) * nv * sizeof(float));
+    float *out = malloc((size_t)(64 + 16 + 4 * 132) * nv * sizeof(float));
     int next[64] = {0}, seq[64];
     size_t at = 0;
     for (int s = 0; s < 64; s++) {
         int32_t two[2] = {s, s};
         wide_step(c, two, 2, 0, s, next, out, &at, nv);
     }
+    for (int i = 0; i < 64; i++) seq[i] = i;
+    for (int k = 0; with8 && k < 2; k++) /* recorded (the second time) before any weight has its f16 copy */
+        wide_step(c, seq, 8, 1, 100 + k, next, out, &at, nv);
     for (int r = 0; r < 4; r++) {
         static const int widths[3] = {16, 40, 64};
         for (int w = 0; w < 3; w++) {
             for (int i = 0; i < widths[w]; i++) seq[i] = i;
             wide_step(c, seq, widths[w], 1, 10 * r + w, next, out, &at, nv);
         }
+        if (with8) /* 8 distinct tokens: the staged kernel before the weights have f16 copies, cuBLAS after */
+            wide_step(c, seq, 8, 1, 10 * r + 7, next, out, &at, nv);
         for (int i = 0; i < 64; i++) seq[i] = 1;
         wide_step(c, seq, 40, 0, 10 * r + 3, next, out, &at, nv);
         for (int i = 0; i < 64; i++) seq[i] = 2;
@@ -1354,30 +1360,32 @@ static void test_graphs(void) {
      * them): recorded and replayed steps give the eager steps' logits, and no key replays another
      * kind of step's kernels (distinct steps take cuBLAS from 13 tokens, prompt runs the int8 path
      * to 32, one sequence's run of 64 the prompt attention) */
-    /* (the default keeps f16 copies: made by the eager steps, read by the recorded ones; and again
-     * without them, OB_CUDA_F16_COPY=0: the same bits, as these steps take cuBLAS either way) */
-    static const char *mode_var[] = {NULL, "OB_CUDA_F16_COPY"}, *mode_val[] = {NULL, "0"};
+    /* (the default keeps f16 copies: made by the eager steps, read by the recorded ones; again
+     * without them, OB_CUDA_F16_COPY=0: the same bits, as these steps take cuBLAS either way; and
+     * with steps of 8 distinct sequences, which take the staged kernel until the weights have
+     * copies and cuBLAS after: a step recorded before must not replay the staged path) */
+    static const char *mode_var[] = {NULL, "OB_CUDA_F16_COPY", NULL}, *mode_val[] = {NULL, "0", NULL};
     float *plain = NULL;
     size_t plain_rows = 0;
-    for (int mode = 0; mode < 2; mode++) {
-        if (mode) setenv(mode_var[mode], mode_val[mode], 1);
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode_var[mode]) setenv(mode_var[mode], mode_val[mode], 1);
         size_t rw0 = 0, rw1 = 0;
         int nw0 = 0, nw1 = 0;
-        float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", &rw0, &nw0);
+        float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", mode == 2, &rw0, &nw0);
 #ifdef OB_CUDA
         const long replays = ob_cuda_graph_replays(), reads = f16_reads();
 #endif
-        float *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", &rw1, &nw1);
+        float *wg = decode_wide(out, "OB_CUDA_GRAPH", "1", mode == 2, &rw1, &nw1);
 #ifdef OB_CUDA
         CHECK(ob_cuda_graph_replays() > replays); /* the recorded run replayed steps */
-        CHECK(mode ? f16_reads() == reads : f16_reads() > reads);
+        CHECK(mode == 1 ? f16_reads() == reads : f16_reads() > reads);
 #endif
-        if (mode) unsetenv(mode_var[mode]);
+        if (mode_var[mode]) unsetenv(mode_var[mode]);
         CHECK(we != NULL && wg != NULL && rw0 == rw1 && nw0 == nw1);
         if (we && wg && rw0 == rw1 && nw0 == nw1) {
             double d = max_abs_diff(wg, we, rw0 * (size_t)nw0);
             if (d > 1e-5 || ob_test_verbose)
-                fprintf(stderr, "  cuda graphs vs eager, wide steps%s: max|diff| %.3g over %zu rows\n", mode ? mode_var[mode] : "", d, rw0);
+                fprintf(stderr, "  cuda graphs vs eager, wide steps (mode %d): max|diff| %.3g over %zu rows\n", mode, d, rw0);
             CHECK(d <= 1e-5);
         }
         if (mode == 1 && plain && we) {
