@@ -881,9 +881,10 @@ static void test_attn_codes(ob_backend *g) {
 /* prompt: the n tokens are one sequence's last n positions (a prompt chunk), else random
  * positions of random sequences */
 static double attn_tol = 2e-5; /* max |diff| against the CPU reference (the tensor-core kernel: f16 Q and P) */
+static int attn_heads = 8, attn_kv_heads = 2; /* test_kv_attention's query and KV heads */
 
 static void test_kv_attention(ob_backend *g, ob_backend *c, int type, int hd, int n_ctx, int n, int prompt) {
-    const int n_head = 8, n_head_kv = 2, n_seq = 2, kvd = n_head_kv * hd;
+    const int n_head = attn_heads, n_head_kv = attn_kv_heads, n_seq = 2, kvd = n_head_kv * hd;
     size_t rb = ob_type_row_size(type, kvd), cache_bytes = (size_t)n_seq * n_ctx * rb;
     /* fill both caches through kv_write of random rows at every position */
     uint8_t *kc = calloc(1, cache_bytes), *vc = calloc(1, cache_bytes);
@@ -1230,6 +1231,15 @@ OB_SUITE(cuda_kernels) {
         test_kv_attention(gg, c, OB_TYPE_F16, 128, 3000, 40, 0);
         test_kv_attention(gg, c, OB_TYPE_F16, 128, 200, 33, 1);
         test_kv_attention(gg, c, OB_TYPE_F16, 64, 300, 40, 2); /* rows after the chunk: NaN */
+        static const int groups[][2] = {{16, 1}, {16, 2}, {4, 4}}; /* 16 and 8 query heads a KV head (all fragment rows), 1 */
+        for (int k = 0; k < 3; k++) {
+            attn_heads = groups[k][0];
+            attn_kv_heads = groups[k][1];
+            test_kv_attention(gg, c, OB_TYPE_F16, 64, 300, 9, 0);
+            test_kv_attention(gg, c, OB_TYPE_F16, 128, 200, 5, 0);
+        }
+        attn_heads = 8;
+        attn_kv_heads = 2;
         test_kv_attention(gg, c, OB_TYPE_F16, 64, 700, 1, 0);
         attn_tol = 2e-5;
         test_kv_attention(gg, c, OB_TYPE_Q8_0, 64, 300, 3, 0); /* (not its cache type: the split kernel) */
@@ -1299,6 +1309,50 @@ static void wide_step(ob_ctx_t *c, const int32_t *seq, int n, int all, int k, in
     }
 }
 
+/* A step recorded before its weight had an f16 copy (8 distinct tokens: the staged kernel) is not
+ * replayed once the copy exists (those tokens then take cuBLAS): the step runs eagerly on the
+ * copy's path, then is recorded and replayed on it. The scratch buffers are grown first, so that
+ * nothing but the copy can drop the recording. */
+static void test_copy_drops_recordings(void) {
+#ifdef OB_CUDA
+    ob_backend *gb = gpu_new();
+    if (!gb) return;
+    const int64_t n_in = 512, n_out = 64;
+    const int n = 8, big = 40;
+    gb->step_kind(gb, 1);
+    ob_weight wf = fused_weight(gb, OB_TYPE_F16, n_in, n_out), wq = fused_weight(gb, OB_TYPE_Q4_0, n_in, n_out);
+    float *x = randf((size_t)big * n_in, 1.0f);
+    void *dx = dev_copy(gb, x, (size_t)big * n_in * 4), *dy = dev_nan(gb, (size_t)big * n_out), *dyb = dev_nan(gb, (size_t)big * n_out);
+    gb->matmul(gb, &wf, dx, dyb, big); /* (the 16-bit activations' scratch at its size) */
+    int32_t ids[8], pos[8], seq[8];
+    for (int i = 0; i < n; i++) { ids[i] = i; pos[i] = 3; seq[i] = i; }
+    float *y[5];
+    const long replays = ob_cuda_graph_replays();
+    /* eagerly (seen), recorded; after the copy: eagerly, recorded, replayed */
+    for (int rep = 0; rep < 5; rep++) {
+        if (rep == 2) gb->matmul(gb, &wq, dx, dyb, big); /* 40 distinct tokens: cuBLAS, which makes wq's copy */
+        if (!gb->graph_begin(gb, 0x5eed, ids, pos, seq, n)) {
+            gb->matmul(gb, &wq, dx, dy, n);
+            if (gb->graph_end(gb) < 0) gb->matmul(gb, &wq, dx, dy, n);
+        }
+        y[rep] = dev_get(gb, dy, (size_t)n * n_out);
+    }
+    CHECK_EQ_INT((int)(ob_cuda_graph_replays() - replays), 1); /* the last one only */
+    gb->matmul(gb, &wq, dx, dy, n); /* eagerly, with the copy */
+    float *ye = dev_get(gb, dy, (size_t)n * n_out);
+    const size_t bytes = (size_t)n * n_out * 4;
+    CHECK(memcmp(y[0], y[1], bytes) == 0); /* the staged kernel, eager and recorded */
+    for (int rep = 2; rep < 5; rep++) CHECK(memcmp(y[rep], ye, bytes) == 0); /* after the copy: its path */
+    CHECK(memcmp(y[2], y[0], bytes) != 0); /* (another path than the staged kernel's) */
+    for (int i = 0; i < 5; i++) free(y[i]);
+    free(ye);
+    free(x);
+    void *bufs[] = {dx, dy, dyb, (void *)wf.data, (void *)wq.data};
+    for (int i = 0; i < 5; i++) gb->dealloc(gb, bufs[i]);
+    gpu_free(gb);
+#endif
+}
+
 /* Logits of wide steps on the GPU, with env = val while the model loads: 64 sequences with
  * 2-token prompts, then 4 rounds of steps of distinct sequences (16, 40 and 64 tokens, every row's
  * logits), a 40-token run of one sequence, a 64-token run of another (a prompt chunk: never
@@ -1363,7 +1417,8 @@ static void test_graphs(void) {
     /* (the default keeps f16 copies: made by the eager steps, read by the recorded ones; again
      * without them, OB_CUDA_F16_COPY=0: the same bits, as these steps take cuBLAS either way; and
      * with steps of 8 distinct sequences, which take the staged kernel until the weights have
-     * copies and cuBLAS after: a step recorded before must not replay the staged path) */
+     * copies and cuBLAS after; test_copy_drops_recordings checks that case without the scratch
+     * growth that also drops recordings here) */
     static const char *mode_var[] = {NULL, "OB_CUDA_F16_COPY", NULL}, *mode_val[] = {NULL, "0", NULL};
     float *plain = NULL;
     size_t plain_rows = 0;
@@ -1482,6 +1537,7 @@ OB_SUITE(cuda_golden) {
     gpu_free(g);
     ob_test_golden_device("cuda");
     test_graphs();
+    test_copy_drops_recordings();
     test_layer_engine();
     test_rope_attention_engine();
     test_rows_wpre_engine();
