@@ -461,8 +461,9 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
 
 int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n) {
     if (n > CU_GEMV_MAX) return 0;
-    if (!cu_q8_type(w->type) || !s->step_distinct || (n <= s->gemv_max && n <= s->gemv_copy_max)) return 1;
-    return n <= (s->gemv_max < s->gemv_copy_max || !cu_f16_copy_has(s, w->data) ? s->gemv_max : s->gemv_copy_max);
+    const int with_copy = s->gemv_max < s->gemv_copy_max ? s->gemv_max : s->gemv_copy_max; /* the limit once w has a copy */
+    if (!cu_q8_type(w->type) || !s->step_distinct || n <= with_copy) return 1;
+    return n <= s->gemv_max && !cu_f16_copy_has(s, w->data);
 }
 
 int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {

@@ -196,11 +196,14 @@ static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, i
     size_t nx = (size_t)n * (size_t)w->n_in;
     cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
     cu_launch(s, "matmul (convert activations)", (unsigned)((nx + 255) / 256), 256, 0, k_to_16, x, s->xconv, (int64_t)nx, bf);
-    const void *W = w->data;
-    if (w->type != OB_TYPE_F16 && !bf && !(W = f16_copy(s, w))) {
-        cu_reserve(s, &s->wdeq, &s->wdeq_cap, (size_t)w->n_in * (size_t)w->n_out * 2);
-        deq_any(s, w, (__half *)s->wdeq);
-        W = s->wdeq;
+    const void *W = w->data; /* f16 and bf16 weights as stored */
+    if (w->type != OB_TYPE_F16 && !bf) {
+        W = f16_copy(s, w);
+        if (!W) { /* no copy: dequantized for this call */
+            cu_reserve(s, &s->wdeq, &s->wdeq_cap, (size_t)w->n_in * (size_t)w->n_out * 2);
+            deq_any(s, w, (__half *)s->wdeq);
+            W = s->wdeq;
+        }
     }
     gemm_blas(s, w, W, s->xconv, bf ? CUDA_R_16BF : CUDA_R_16F, y, n);
 }
