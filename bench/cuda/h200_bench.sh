@@ -9,9 +9,10 @@
 # batched decode without HTTP, 1bit bench -d 128 -npl 1,8,32,64 -n 64 against llama-batched-bench
 # -npp 128 -ntg 64 -npl 1,8,32,64 (S_TG: every sequence's tokens over the generation time; one run,
 # no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files. `batchab "ENV1"
-# "ENV2" ...`: 1bit alone, batched decode (-npl 1,8,16,32,64) of the 1B Q4_0 and 8B Q4_K_M files
-# with each environment setting (e.g. "X=1" "OB_CUDA_F16_COPY=0" "OB_CUDA_GEMV_COPY_MAX=8"), twice
-# alternating, then the per-op profile at 32 streams of each.
+# "ENV2" ...`: 1bit alone, batched decode (-npl 1,8,16,32,64; NPL=...) after a 128-position
+# context (D=...) of the 1B Q4_0 and 8B Q4_K_M files (FILES="..."), with each environment setting
+# (e.g. "X=1" "OB_CUDA_F16_COPY=0" "OB_CUDA_GEMV_COPY_MAX=8"), twice alternating, then the per-op
+# profile at 32 streams of the 1B with each (NOPROF=1: none).
 # Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
@@ -37,14 +38,18 @@ if [ "$1" = batched ]; then
     done | tee $OUT/batched.txt
     exit 0
 fi
-if [ "$1" = batchab ]; then
+if [ "$1" = batchab ]; then # FILES, D (context before the steps), NPL (streams); NOPROF=1: no profiles
     shift
-    for f in l1b-Q4_0 l8b-Q4_K_M; do for rep in 1 2; do for e in "$@"; do
-        env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -d 128 -npl 1,8,16,32,64 -r 3 --device cuda 2>&1 |
-            grep -E "tg|rror" | sed "s/^/$e $f /"
-    done; done; done | tee $OUT/batchab.txt
-    for e in "$@"; do echo "== $e"; env $e OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 32 -d 128 -npl 32 -r 1 \
-        --device cuda 2>&1 | head -24; done > $OUT/batchab-prof.txt
+    D=${D:-128}
+    for f in ${FILES:-l1b-Q4_0 l8b-Q4_K_M}; do
+        [ -f $M/$f.gguf ] || { echo "batchab: $M/$f.gguf not written (yet)"; continue; }
+        for rep in 1 2; do for e in "$@"; do
+            env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -d $D -npl ${NPL:-1,8,16,32,64} -r 3 --device cuda 2>&1 |
+                grep -E "tg|rror" | sed "s/^/$e $f /"
+        done; done; done | tee $OUT/batchab-d$D.txt
+    [ "$NOPROF" = 1 ] && exit 0
+    for e in "$@"; do echo "== $e"; env $e OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 32 -d $D -npl 32 -r 1 \
+        --device cuda 2>&1 | head -24; done > $OUT/batchab-prof-d$D.txt
     exit 0
 fi
 if [ "$1" = tables ]; then

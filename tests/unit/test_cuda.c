@@ -1132,7 +1132,8 @@ OB_SUITE(cuda_kernels) {
     test_kv_attention(g, c, OB_TYPE_F32, 16, 50, 6, 0);
     /* prompt chunks (ragged tiles included) on the default backend: f16 caches of head size 64 or
      * 128 take the tensor-core kernel (f16 Q and P: 5e-3), the rest the float32 tiled kernel
-     * (f16 caches by 16-byte tile loads); decode batches keep the split kernel */
+     * (f16 caches by 16-byte tile loads); decode batches of 5+ tokens with such caches take the
+     * grouped kernel (tested below), the rest the split kernel */
     for (int k = 0; k < 3; k++) {
         attn_tol = kv_types[k] == OB_TYPE_F16 ? 5e-3 : 2e-5;
         test_kv_attention(g, c, kv_types[k], 64, 300, 100, 1);
@@ -1219,7 +1220,16 @@ OB_SUITE(cuda_kernels) {
         }
         gpu_free(gq2);
     }
-    /* decode batches on the grouped tensor-core kernel (OB_CUDA_ATTN_GQA=1, opt-in; f16 Q and P:
+    /* decode batches of 5+ tokens on the split kernel (OB_CUDA_ATTN_GQA=0; the default takes the
+     * grouped kernel below from 5 tokens): f16 and q8_0 caches, one span and many */
+    ob_backend *g5 = gpu_new_with("OB_CUDA_ATTN_GQA", "0");
+    CHECK(g5 != NULL);
+    for (int k = 0; g5 && k < 3; k++) {
+        test_kv_attention(g5, c, kv_types[k], 64, 300, 9, 0);
+        test_kv_attention(g5, c, kv_types[k], 128, 3000, 40, 0);
+    }
+    if (g5) gpu_free(g5);
+    /* decode batches on the grouped tensor-core kernel (OB_CUDA_ATTN_GQA=1; default 5; f16 Q and P:
      * 5e-3): head sizes 64 and 128, one tile and many, tokens of both sequences at random
      * positions, a prompt chunk shorter than the tiled kernels take; rope_attention declines */
     ob_backend *gg = gpu_new_with("OB_CUDA_ATTN_GQA", "1");
@@ -1249,7 +1259,9 @@ OB_SUITE(cuda_kernels) {
         CHECK_EQ_INT(gg->rope_attention(gg, &a, NULL, NULL, NULL, &r), 0);
         gpu_free(gg);
     }
+    setenv("OB_CUDA_ATTN_GQA", "0", 1); /* prompts on the split kernel, not the grouped one */
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
+    unsetenv("OB_CUDA_ATTN_GQA");
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);

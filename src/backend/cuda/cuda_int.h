@@ -84,6 +84,9 @@ typedef struct {
     size_t wdeq_cap;
     void *xconv;           /* [xconv_cap bytes]: activations converted to f16/bf16 */
     size_t xconv_cap;
+    const float *xc_src;   /* inside one matmul_multi / matmul_glu (xc_keep): xconv holds xc_src[xc_nx] */
+    size_t xc_nx;          /* converted (xc_bf: to bf16), so the op's cuBLAS products convert it once */
+    int xc_bf, xc_keep;
     float *xrot;           /* [xrot_cap floats]: activations rotated for lean4 weights */
     size_t xrot_cap;
     void *xq;              /* [xq_cap bytes]: activations as int8 codes + block scales (cuda_gemv.cu) */
@@ -115,6 +118,8 @@ typedef struct {
     int gemv_copy_max;     /* OB_CUDA_GEMV_COPY_MAX (1..CU_GEMV_MAX, default 4): the same for a weight with an f16 copy */
     int step_distinct;     /* the step's tokens are all of distinct sequences (backend step_kind) */
     int graph_max_n;       /* OB_CUDA_GRAPH_MAX: most tokens of a step that is recorded (cuda_graph.cu) */
+    int blas_fuse;         /* cuBLAS products: one conversion of a fused op's input, matmul_add's add in the product (beta 1),
+                            * unless OB_CUDA_BLAS_FUSE=0 (cuda_matmul.cu) */
     int mmq;               /* OB_CUDA_MMQ=1: matmuls the staged kernel does not take on cuda_mmq.cu's int8 tensor-core kernel */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
@@ -130,7 +135,7 @@ typedef struct {
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
-    int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (opt-in, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
+    int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -253,6 +258,8 @@ void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float
 /* cuda_mmq.cu: y (add: +=) = x . W^T on the int8 tensor cores for n > CU_GEMV_MAX tokens when
  * OB_CUDA_MMQ=1 and w's type has one integer sum per sub-block; 0 when it declines */
 int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add);
+/* whether cu_mmq would take w at n tokens */
+int cu_mmq_takes(const cu_state *s, const ob_weight *w, int n);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n);
 

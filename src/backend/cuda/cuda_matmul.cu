@@ -156,9 +156,11 @@ int cu_matmul_supports(int type) {
     }
 }
 
-/* y[n][n_out] = x[n][n_in] . W^T with W as col-major [n_in][n_out] (= row-major [n_out][n_in]). */
-static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n) {
-    const float alpha = w->scale, beta = 0.0f;
+/* y[n][n_out] = x[n][n_in] . W^T (+ y when add) with W as col-major [n_in][n_out] (= row-major
+ * [n_out][n_in]). add only where w->scale is 1: cuBLAS then makes acc + y, the rounding of
+ * matmul + add (alpha 1 multiplies exactly). */
+static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n, int add) {
+    const float alpha = w->scale, beta = add ? 1.0f : 0.0f;
     const cublasStatus_t e = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x,
                                           t, (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS && s->cap) { /* not recordable: the step runs eagerly (cuda_graph.cu) */
@@ -178,24 +180,40 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
     cu_launch(s, "lean4 rotate", (unsigned)(need / 128), 128, 0, k_lean_rotate, x, s->xrot, (int64_t)(need / 128));
     if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* the codes were of xrot's previous contents */
+    if (s->xc_src == s->xrot) s->xc_src = NULL;
     return s->xrot;
 }
 
-/* y = x . W^T with x already as mm_input gives it. */
-static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
+/* x[nx] as f16 (bf16 when bf) in s->xconv; inside a fused op (xc_keep) kept for its other products */
+static const void *mm_x16(cu_state *s, const float *x, size_t nx, int bf) {
+    if (s->xc_keep && s->xc_src == x && s->xc_nx == nx && s->xc_bf == bf) return s->xconv;
+    s->xc_src = NULL;
+    cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
+    cu_launch(s, "matmul (convert activations)", (unsigned)((nx + 255) / 256), 256, 0, k_to_16, x, s->xconv, (int64_t)nx, bf);
+    if (s->xc_keep) {
+        s->xc_src = x;
+        s->xc_nx = nx;
+        s->xc_bf = bf;
+    }
+    return s->xconv;
+}
+
+/* whether the product of w at n tokens takes cuBLAS (mm_core's last path) */
+static int mm_blas_takes(const cu_state *s, const ob_weight *w, int n) { return !cu_gemv_takes(s, w, n) && !cu_mmq_takes(s, w, n); }
+
+/* y = x . W^T (+ y when add: mmq, or cuBLAS with w->scale 1) with x already as mm_input gives it. */
+static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
     if (cu_gemv_takes(s, w, n)) {
         if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
         return;
     }
-    if (cu_mmq(s, w, x, y, n, 0)) return;
+    if (cu_mmq(s, w, x, y, n, add)) return;
     if (w->type == OB_TYPE_F32) {
-        gemm_blas(s, w, w->data, x, CUDA_R_32F, y, n);
+        gemm_blas(s, w, w->data, x, CUDA_R_32F, y, n, add);
         return;
     }
     const int bf = w->type == OB_TYPE_BF16;
-    size_t nx = (size_t)n * (size_t)w->n_in;
-    cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
-    cu_launch(s, "matmul (convert activations)", (unsigned)((nx + 255) / 256), 256, 0, k_to_16, x, s->xconv, (int64_t)nx, bf);
+    const void *xh = mm_x16(s, x, (size_t)n * (size_t)w->n_in, bf);
     const void *W = w->data; /* f16 and bf16 weights as stored */
     if (w->type != OB_TYPE_F16 && !bf) {
         W = f16_copy(s, w);
@@ -205,22 +223,33 @@ static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, i
             W = s->wdeq;
         }
     }
-    gemm_blas(s, w, W, s->xconv, bf ? CUDA_R_16BF : CUDA_R_16F, y, n);
+    gemm_blas(s, w, W, xh, bf ? CUDA_R_16BF : CUDA_R_16F, y, n, add);
 }
 
-void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n) { mm_core(s, w, mm_input(s, w, x, n), y, n); }
+void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n) { mm_core(s, w, mm_input(s, w, x, n), y, n, 0); }
 
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     x = mm_input(s, w, x, n);
     if (cu_gemv_takes(s, w, n) && cu_gemv(s, w, x, y, n, 1)) return;
+    if (s->blas_fuse && (cu_mmq_takes(s, w, n) || (mm_blas_takes(s, w, n) && w->scale == 1.0f))) { /* added in the product's epilogue */
+        mm_core(s, w, x, y, n, 1);
+        return;
+    }
     size_t ny = (size_t)n * (size_t)w->n_out;
     cu_reserve(s, (void **)&s->ytmp, &s->ytmp_cap, ny * sizeof(float));
-    mm_core(s, w, x, s->ytmp, n);
+    mm_core(s, w, x, s->ytmp, n, 0);
     cu_add(s, y, s->ytmp, ny);
+}
+
+/* the products of a fused op share one conversion of their input (mm_x16) */
+static void xc_hold(cu_state *s, int on) {
+    s->xc_keep = on && s->blas_fuse;
+    s->xc_src = NULL;
 }
 
 void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
     int done[CU_MULTI_MAX] = {0};
+    xc_hold(s, 1);
     for (int i = 0; i < count; i++) {
         if (done[i]) continue;
         const ob_weight *gw[CU_MULTI_MAX];
@@ -235,12 +264,15 @@ void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, 
         if (k > 1 && cu_gemv_takes(s, ws[i], n) && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
         for (int j = 0; j < k; j++) cu_matmul(s, gw[j], x, gy[j], n);
     }
+    xc_hold(s, 0);
 }
 
 void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n) {
     if (cu_gemv_takes(s, g, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
+    xc_hold(s, 1);
     cu_matmul(s, g, x, gate, n);
     cu_matmul(s, u, x, up, n);
+    xc_hold(s, 0);
     cu_glu(s, act, gate, up, (size_t)n * (size_t)g->n_out);
 }
 

@@ -96,13 +96,17 @@ template <int T> static void mmq_launch(cu_state *s, const ob_weight *w, const i
     }
 }
 
-int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
+int cu_mmq_takes(const cu_state *s, const ob_weight *w, int n) {
     if (!s->mmq || cu_gemv_takes(s, w, n) || w->n_in % 32 || w->n_in > CU_QROW_MAX) return 0;
     int ok = 0;
 #define OK(T) ok = cu_mmq_type(T)
     CU_FOR_TYPE(w->type, OK)
 #undef OK
-    if (!ok) return 0;
+    return ok;
+}
+
+int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
+    if (!cu_mmq_takes(s, w, n)) return 0;
     int8_t *q;
     float2 *xs;
     cu_xq_codes(s, x, n, (int)w->n_in, &q, &xs);
