@@ -325,13 +325,20 @@ static float *dev_get(ob_backend *g, const void *dev, size_t n) {
     return h;
 }
 
-static void cmp_exact(ob_backend *g, const void *a, const void *b, size_t n, const char *what, int type, int tokens) {
+/* a and b equal bit for bit (rel 0), or within rel x max(1, max|b|) */
+static void cmp_near(ob_backend *g, const void *a, const void *b, size_t n, const char *what, int type, int tokens, double rel) {
     float *ha = dev_get(g, a, n), *hb = dev_get(g, b, n);
-    double d = max_abs_diff(ha, hb, n);
-    if (d != 0 || ob_test_verbose) fprintf(stderr, "  cuda %-12s %-7s n=%-3d max|diff| %.3g (must be 0)\n", what, ob_type_get(type)->name, tokens, d);
-    CHECK(d == 0);
+    double d = max_abs_diff(ha, hb, n), top = 1.0;
+    for (size_t i = 0; i < n; i++) top = fabs(hb[i]) > top ? fabs(hb[i]) : top;
+    if (d > rel * top || ob_test_verbose)
+        fprintf(stderr, "  cuda %-12s %-7s n=%-3d max|diff| %.3g (at most %.3g)\n", what, ob_type_get(type)->name, tokens, d, rel * top);
+    CHECK(d <= rel * top);
     free(ha);
     free(hb);
+}
+
+static void cmp_exact(ob_backend *g, const void *a, const void *b, size_t n, const char *what, int type, int tokens) {
+    cmp_near(g, a, b, n, what, type, tokens, 0.0);
 }
 
 /* matmul_add, matmul_multi (one type, and mixed types as Q4_K_M files have) and matmul_glu
@@ -349,7 +356,10 @@ static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_
         g->matmul_add(g, &w[0], dx, da, n);
         g->matmul(g, &w[0], dx, dt, n);
         g->add(g, db, dt, ny);
-        cmp_exact(g, da, db, ny, "matmul_add", type, n);
+        /* above 32 tokens cuBLAS adds in its epilogue (beta 1) and may pick another algorithm for
+         * that than for the plain product: equal to float rounding, not bit for bit (run 14: i2_s
+         * 640 x 70 at 40 tokens, 3.8e-6); the decode path stays exact */
+        cmp_near(g, da, db, ny, "matmul_add", type, n, n > 32 ? 1e-6 : 0.0);
         const ob_weight *ws[3] = {&w[0], &w[1], &w[2]};
         float *ya[3], *yb[3];
         for (int i = 0; i < 3; i++) {
