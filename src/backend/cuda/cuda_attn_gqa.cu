@@ -1,5 +1,6 @@
 /* cuda_attn_gqa.cu — the decode attention of a batch on the tensor cores, one block per (token,
- * KV head) (opt-in: OB_CUDA_ATTN_GQA=N from N tokens; not yet measured, docs/cuda.md).
+ * KV head) (the default from 5 tokens, OB_CUDA_ATTN_GQA=N from N, =0 off: +10% to +150% batched
+ * decode against the split kernel, docs/bench.md run 14).
  *
  * Owns: k_attn_gqa, for batches of tokens at any positions of any sequences (the server's steps)
  * over f16 K/V caches with head size 64 or 128 and at most 16 query heads a KV head. The split

@@ -291,7 +291,7 @@ void cu_attention_tiles_init(cu_state *s);
 int cu_attention_mma(cu_state *s, const ob_attn_args *a, size_t krb, size_t vrb, size_t khb, size_t vhb);
 void cu_attention_mma_init(cu_state *s);
 /* cuda_attn_gqa.cu: a batch's decode attention on the tensor cores, a block per (token, KV head),
- * where _ok says it applies (opt-in OB_CUDA_ATTN_GQA, f16 caches, head size 64 / 128, at most 16
+ * where _ok says it applies (OB_CUDA_ATTN_GQA, default 5 tokens; f16 caches, head size 64 / 128, at most 16
  * query heads a KV head); 0: not launched */
 int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a);
 int cu_attention_gqa(cu_state *s, const ob_attn_args *a);
