@@ -34,10 +34,14 @@ static cu_state *st(ob_backend *b) { return (cu_state *)b->priv; }
 /* The int8 activation codes (cu_xq_tag) stay valid only until something may write their source:
  * every op forgets them, except the matmuls, which only read their input (never in place) and
  * forget them afterwards when an output overlaps their source. */
-static void xq_forget(cu_state *s) { cu_xq_tag(s, NULL, 0, 0); }
+static void xq_forget(cu_state *s) {
+    cu_xq_tag(s, NULL, 0, 0);
+    cu_xc_tag(s, NULL, 0, 0); /* the f16 activations of the cuBLAS path likewise (cuda_matmul.cu) */
+}
 static void xq_forget_if(cu_state *s, const float *y, size_t n) {
-    const float *src = s->xq_src;
-    if (src && y < src + (size_t)s->xq_n * s->xq_dim && src < y + n) xq_forget(s);
+    const float *src = s->xq_src, *hs = s->xc_src;
+    if (src && y < src + (size_t)s->xq_n * s->xq_dim && src < y + n) cu_xq_tag(s, NULL, 0, 0);
+    if (hs && y < hs + s->xc_nx && hs < y + n) cu_xc_tag(s, NULL, 0, 0);
 }
 
 static void track(cu_state *s, void *p) {

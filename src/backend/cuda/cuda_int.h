@@ -84,9 +84,9 @@ typedef struct {
     size_t wdeq_cap;
     void *xconv;           /* [xconv_cap bytes]: activations converted to f16/bf16 */
     size_t xconv_cap;
-    const float *xc_src;   /* inside one matmul_multi / matmul_glu (xc_keep): xconv holds xc_src[xc_nx] */
-    size_t xc_nx;          /* converted (xc_bf: to bf16), so the op's cuBLAS products convert it once */
-    int xc_bf, xc_keep;
+    const float *xc_src;   /* xconv holds xc_src[xc_nx] converted (xc_bf: to bf16; NULL: nothing), made by a */
+    size_t xc_nx;          /* product's conversion or by the row op that wrote xc_src; forgotten as the */
+    int xc_bf;             /* codes' tag is (cu_xc_tag) */
     float *xrot;           /* [xrot_cap floats]: activations rotated for lean4 weights */
     size_t xrot_cap;
     void *xq;              /* [xq_cap bytes]: activations as int8 codes + block scales (cuda_gemv.cu) */
@@ -252,6 +252,11 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales);
  * says the buffer holds them already */
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales);
 void cu_xq_tag(cu_state *s, const float *src, int n, int dim);
+/* xconv holds src[nx] as f16 (bf16 when bf); NULL: nothing (cuda_matmul.cu) */
+void cu_xc_tag(cu_state *s, const float *src, size_t nx, int bf);
+/* an f16 copy of n rows of dim that a row op writes for the cuBLAS products that may read them
+ * (xconv, reserved), or NULL where none would */
+__half *cu_xc_rows(cu_state *s, int n, int dim);
 /* cuda_ops.cu: the int8 codes and block scales of n rows of dim (a multiple of 32, at most
  * CU_QROW_MAX), as the CPU's quantizer makes them (cuda_q8.cuh, quant_regs) */
 void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs);

@@ -180,21 +180,33 @@ static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, in
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
     cu_launch(s, "lean4 rotate", (unsigned)(need / 128), 128, 0, k_lean_rotate, x, s->xrot, (int64_t)(need / 128));
     if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* the codes were of xrot's previous contents */
-    if (s->xc_src == s->xrot) s->xc_src = NULL;
+    if (s->xc_src == s->xrot) cu_xc_tag(s, NULL, 0, 0);
     return s->xrot;
 }
 
-/* x[nx] as f16 (bf16 when bf) in s->xconv; inside a fused op (xc_keep) kept for its other products */
+void cu_xc_tag(cu_state *s, const float *src, size_t nx, int bf) {
+    s->xc_src = s->blas_fuse ? src : NULL;
+    s->xc_nx = nx;
+    s->xc_bf = bf;
+}
+
+__half *cu_xc_rows(cu_state *s, int n, int dim) {
+    /* where products take cuBLAS: prompts, and steps of distinct sequences above the tokens the
+     * staged kernel keeps for weights with a copy (a step without copies writes it for nothing) */
+    if (!s->blas_fuse || s->mmq || !(n > CU_GEMV_MAX || (s->step_distinct && n > s->gemv_copy_max))) return NULL;
+    cu_xc_tag(s, NULL, 0, 0);
+    cu_reserve(s, &s->xconv, &s->xconv_cap, (size_t)n * (size_t)dim * 2);
+    return (size_t)n * (size_t)dim * 2 <= s->xconv_cap ? (__half *)s->xconv : NULL; /* (a recording cannot grow it) */
+}
+
+/* x[nx] as f16 (bf16 when bf) in s->xconv: converted, unless xconv holds it already (a fused op's
+ * earlier product converted it, or the row op that wrote x made it) */
 static const void *mm_x16(cu_state *s, const float *x, size_t nx, int bf) {
-    if (s->xc_keep && s->xc_src == x && s->xc_nx == nx && s->xc_bf == bf) return s->xconv;
-    s->xc_src = NULL;
+    if (s->xc_src == x && s->xc_nx == nx && s->xc_bf == bf) return s->xconv;
+    cu_xc_tag(s, NULL, 0, 0);
     cu_reserve(s, &s->xconv, &s->xconv_cap, nx * 2);
     cu_launch(s, "matmul (convert activations)", (unsigned)((nx + 255) / 256), 256, 0, k_to_16, x, s->xconv, (int64_t)nx, bf);
-    if (s->xc_keep) {
-        s->xc_src = x;
-        s->xc_nx = nx;
-        s->xc_bf = bf;
-    }
+    cu_xc_tag(s, x, nx, bf);
     return s->xconv;
 }
 
@@ -241,15 +253,8 @@ void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, in
     cu_add(s, y, s->ytmp, ny);
 }
 
-/* the products of a fused op share one conversion of their input (mm_x16) */
-static void xc_hold(cu_state *s, int on) {
-    s->xc_keep = on && s->blas_fuse;
-    s->xc_src = NULL;
-}
-
 void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
     int done[CU_MULTI_MAX] = {0};
-    xc_hold(s, 1);
     for (int i = 0; i < count; i++) {
         if (done[i]) continue;
         const ob_weight *gw[CU_MULTI_MAX];
@@ -264,15 +269,12 @@ void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, 
         if (k > 1 && cu_gemv_takes(s, ws[i], n) && cu_gemv_multi(s, gw, gy, k, mm_input(s, ws[i], x, n), n)) continue;
         for (int j = 0; j < k; j++) cu_matmul(s, gw[j], x, gy[j], n);
     }
-    xc_hold(s, 0);
 }
 
 void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n) {
     if (cu_gemv_takes(s, g, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
-    xc_hold(s, 1);
     cu_matmul(s, g, x, gate, n);
     cu_matmul(s, u, x, up, n);
-    xc_hold(s, 0);
     cu_glu(s, act, gate, up, (size_t)n * (size_t)g->n_out);
 }
 

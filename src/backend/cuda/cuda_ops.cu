@@ -23,11 +23,11 @@
  * TQ2_0 with them read first (docs/bench.md, run 6). */
 template <int PER, int TH>
 __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
-                                               float2 *xs, int slice, int wpre) {
+                                               float2 *xs, int slice, int wpre, __half *yh) {
     const size_t i = blockIdx.x;
     const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
     rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
-                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { cu_dep(); });
+                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { cu_dep(); }, yh ? yh + i * dim : NULL);
 }
 
 /* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
@@ -59,9 +59,9 @@ __global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float 
  * of a row size, so equal rows give equal bits whichever op asked); a decode-sized batch whose y is
  * not x (blocks would overwrite rows others still read) spreads each row over about 2 blocks per
  * SM in all. */
-static void rows_launch(cu_state *s, const char *what, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq,
-                        int8_t *q, float2 *xs) {
-    if (n <= 0) return;
+static int rows_launch(cu_state *s, const char *what, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq,
+                       int8_t *q, float2 *xs, __half *yh) {
+    if (n <= 0) return 0;
     /* rows from 2048 values on 1024 threads, at most eight values a thread: the row kernel's time
      * is its chain of instructions a thread (one block took 3.5 us of SM time on a 2560-value
      * BitNet norm on 256 threads; H200 tg128 BitNet-2B I2_S +8.6%, Llama-3.2-1B Q4_0 +1.0% with
@@ -73,7 +73,7 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
     const int th = wide || dim > 256 * 32 ? 1024 : 256, per = (dim + th - 1) / th;
     if (per > 32) {
         cu_launch(s, what, (unsigned)n, 1024, 0, k_rows_long, x, w, y, dim, eps, norm, aq);
-        return;
+        return 0; /* (no f16 copy from this kernel) */
     }
     int ns = 1;
     if (y != x && n <= CU_GEMV_MAX) {
@@ -85,7 +85,7 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
     slice = (slice + 31) & ~31;
     ns = (dim + slice - 1) / slice;
     const dim3 grid((unsigned)n, (unsigned)ns);
-#define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre)
+#define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh)
     if (th == 1024 && per <= 2) ROWS_K(2, 1024);
     else if (th == 1024 && per <= 4) ROWS_K(4, 1024);
     else if (th == 1024 && per <= 8) ROWS_K(8, 1024);
@@ -98,19 +98,24 @@ static void rows_launch(cu_state *s, const char *what, const float *x, const flo
     else if (per <= 16) ROWS_K(16, 256);
     else ROWS_K(32, 256);
 #undef ROWS_K
+    return yh != NULL;
 }
 
-/* The row ops for n rows: codes too when a decode-sized batch can use them. */
+/* The row ops for n rows: codes too when a decode-sized batch can use them, and an f16 copy
+ * where the next products take cuBLAS (cu_xc_rows: their conversion launch saved). */
 static void rows_op(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq) {
     int8_t *q = NULL;
     float2 *xs = NULL;
     if (n > 0 && n <= CU_GEMV_MAX && dim % 32 == 0 && dim <= CU_QROW_MAX) cu_xq_bufs(s, n, dim, &q, &xs);
-    rows_launch(s, aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm", x, w, y, n, dim, eps, norm, aq, q, xs);
+    __half *yh = n > 0 ? cu_xc_rows(s, n, dim) : NULL;
+    cu_xc_tag(s, NULL, 0, 0); /* y is written: a copy of what it held is stale */
+    const int made = rows_launch(s, aq ? (norm ? "rmsnorm_act_quant" : "act_quant_i8") : "rmsnorm", x, w, y, n, dim, eps, norm, aq, q, xs, yh);
     cu_xq_tag(s, q ? y : NULL, n, dim);
+    if (made) cu_xc_tag(s, y, (size_t)n * dim, 0);
 }
 
 void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float2 *xs) {
-    rows_launch(s, "matmul (quantize activations)", x, NULL, NULL, n, dim, 0.0f, 0, 0, q, xs);
+    rows_launch(s, "matmul (quantize activations)", x, NULL, NULL, n, dim, 0.0f, 0, 0, q, xs, NULL);
 }
 
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) { rows_op(s, x, w, y, n, dim, eps, 1, 0); }

@@ -22,13 +22,13 @@
  * arithmetic as the separate ops. wait() runs before x is read; with WPRE and wpre, the norm's
  * weights are read into registers before it (weights never change: a kernel may read them before
  * it waits for the previous one), else after the row's sum of squares (a second dependent round
- * trip to memory); the same values either way. */
+ * trip to memory); the same values either way. yh (with yi): y's f16 copy too. */
 struct rows_nowait {
     __device__ void operator()() const {}
 };
 template <int PER, bool WPRE = false, typename WAIT = rows_nowait>
 __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float *yi, int dim, float eps, int norm, int aq, int8_t *qi,
-                                          float2 *xsi, int lo, int hi, int wpre = 0, WAIT wait = WAIT()) {
+                                          float2 *xsi, int lo, int hi, int wpre = 0, WAIT wait = WAIT(), __half *yh = nullptr) {
     const int bd = blockDim.x, t = threadIdx.x;
     float wv[WPRE ? PER : 1];
     if constexpr (WPRE)
@@ -71,7 +71,10 @@ __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float
 #pragma unroll
         for (int k = 0; k < PER; k++) {
             const int e = t + k * bd;
-            if (e >= lo && e < hi) yi[e] = v[k];
+            if (e >= lo && e < hi) {
+                yi[e] = v[k];
+                if (yh) yh[e] = __float2half_rn(v[k]); /* the f16 copy the cuBLAS path reads (k_to_16's rounding) */
+            }
         }
     if (qi) quant_regs<PER>(v, dim, lo, hi, qi, xsi);
 }
