@@ -185,7 +185,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *gq = getenv("OB_CUDA_ATTN_GQA");
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
-    s->blas_fuse = !(bfu && !strcmp(bfu, "0"));
+    s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
     s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
     const char *pdl = getenv("OB_CUDA_PDL");

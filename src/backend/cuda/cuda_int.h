@@ -118,8 +118,9 @@ typedef struct {
     int gemv_copy_max;     /* OB_CUDA_GEMV_COPY_MAX (1..CU_GEMV_MAX, default 4): the same for a weight with an f16 copy */
     int step_distinct;     /* the step's tokens are all of distinct sequences (backend step_kind) */
     int graph_max_n;       /* OB_CUDA_GRAPH_MAX: most tokens of a step that is recorded (cuda_graph.cu) */
-    int blas_fuse;         /* cuBLAS products: one conversion of a fused op's input, matmul_add's add in the product (beta 1),
-                            * unless OB_CUDA_BLAS_FUSE=0 (cuda_matmul.cu) */
+    int blas_fuse;         /* cuBLAS products (cuda_matmul.cu): one conversion of an input for all its products, matmul_add's
+                            * add in the product (beta 1) (1), and the row ops' f16 copies of their outputs (2, default);
+                            * OB_CUDA_BLAS_FUSE=0 none */
     int mmq;               /* OB_CUDA_MMQ=1: matmuls the staged kernel does not take on cuda_mmq.cu's int8 tensor-core kernel */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */

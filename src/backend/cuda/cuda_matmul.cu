@@ -193,7 +193,7 @@ void cu_xc_tag(cu_state *s, const float *src, size_t nx, int bf) {
 __half *cu_xc_rows(cu_state *s, int n, int dim) {
     /* where products take cuBLAS: prompts, and steps of distinct sequences above the tokens the
      * staged kernel keeps for weights with a copy (a step without copies writes it for nothing) */
-    if (!s->blas_fuse || s->mmq || !(n > CU_GEMV_MAX || (s->step_distinct && n > s->gemv_copy_max))) return NULL;
+    if (s->blas_fuse < 2 || s->mmq || !(n > CU_GEMV_MAX || (s->step_distinct && n > s->gemv_copy_max))) return NULL;
     cu_xc_tag(s, NULL, 0, 0);
     cu_reserve(s, &s->xconv, &s->xconv_cap, (size_t)n * (size_t)dim * 2);
     return (size_t)n * (size_t)dim * 2 <= s->xconv_cap ? (__half *)s->xconv : NULL; /* (a recording cannot grow it) */
