@@ -1117,6 +1117,19 @@ static void test_layer(ob_backend *g0) {
     gpu_free(g);
 }
 
+/* test_kv_attention of every cache type on a backend made with var = val: head size 64 at 300
+ * positions (n1 tokens), 128 at 200 positions for prompts (prompt 1) or 3000 for decode (n2) */
+static void attn_types_with(ob_backend *c, const char *var, const char *val, int n1, int n2, int prompt) {
+    static const int types[] = {OB_TYPE_F32, OB_TYPE_F16, OB_TYPE_Q8_0};
+    ob_backend *g = gpu_new_with(var, val);
+    CHECK(g != NULL);
+    for (int k = 0; g && k < 3; k++) {
+        test_kv_attention(g, c, types[k], 64, 300, n1, prompt);
+        test_kv_attention(g, c, types[k], 128, prompt ? 200 : 3000, n2, prompt);
+    }
+    if (g) gpu_free(g);
+}
+
 OB_SUITE(cuda_kernels) {
     ob_backend *g = gpu_new();
     if (!g) return;
@@ -1172,13 +1185,7 @@ OB_SUITE(cuda_kernels) {
     }
     /* the float32 tiled kernel for every shape (OB_CUDA_ATTN_TILES=f32), and the split kernel on
      * prompt chunks too (OB_CUDA_ATTN_TILES=0) */
-    ob_backend *gf = gpu_new_with("OB_CUDA_ATTN_TILES", "f32");
-    CHECK(gf != NULL);
-    for (int k = 0; gf && k < 3; k++) {
-        test_kv_attention(gf, c, kv_types[k], 64, 300, 100, 1);
-        test_kv_attention(gf, c, kv_types[k], 128, 200, 77, 1);
-    }
-    if (gf) gpu_free(gf);
+    attn_types_with(c, "OB_CUDA_ATTN_TILES", "f32", 100, 77, 1);
     /* the row kernel reading RMSNorm's weights after the row's sum (OB_CUDA_ROWS_WPRE=0; the
      * default reads them before it waits): the row ops against the CPU, and the codes they hand
      * on against the quantizer's (test_fused) */
@@ -1246,13 +1253,7 @@ OB_SUITE(cuda_kernels) {
     }
     /* decode batches of 5+ tokens on the split kernel (OB_CUDA_ATTN_GQA=0; the default takes the
      * grouped kernel below from 5 tokens): f16 and q8_0 caches, one span and many */
-    ob_backend *g5 = gpu_new_with("OB_CUDA_ATTN_GQA", "0");
-    CHECK(g5 != NULL);
-    for (int k = 0; g5 && k < 3; k++) {
-        test_kv_attention(g5, c, kv_types[k], 64, 300, 9, 0);
-        test_kv_attention(g5, c, kv_types[k], 128, 3000, 40, 0);
-    }
-    if (g5) gpu_free(g5);
+    attn_types_with(c, "OB_CUDA_ATTN_GQA", "0", 9, 40, 0);
     /* decode batches on the grouped tensor-core kernel (OB_CUDA_ATTN_GQA=1; default 5; f16 Q and P:
      * 5e-3): head sizes 64 and 128, one tile and many, tokens of both sequences at random
      * positions, a prompt chunk shorter than the tiled kernels take; rope_attention declines */
