@@ -17,9 +17,10 @@
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
-# batchab needs only the 1B Q4_0 and 8B Q4_K_M files (complete once the 8B Q8_0 is begun), the
-# rest llama.cpp's build too
-i=0; until grep -q "setup done" /tmp/bg.log 2>/dev/null || { [ "$1" = batchab ] && [ -f /tmp/m/l8b-Q8_0.gguf ]; } || [ $i -gt 420 ]; do
+# batchab needs only its files (each renamed into place when complete), the rest llama.cpp's
+# build too
+have() { for f in ${FILES:-l1b-Q4_0 l8b-Q4_K_M}; do [ -f /tmp/m/$f.gguf ] || return 1; done; }
+i=0; until grep -q "setup done" /tmp/bg.log 2>/dev/null || { [ "$1" = batchab ] && have; } || [ $i -gt 420 ]; do
     sleep 3; i=$((i+3)); done
 tail -16 /tmp/bg.log; tail -3 /tmp/llama-build.log
 M=/tmp/m; LB=/tmp/llsrc/b/bin/llama-bench; LS=/tmp/llsrc/b/bin/llama-server

@@ -20,12 +20,14 @@ M=/tmp/m; mkdir -p $M
 OB=./build/1bit
 r() { [ -f $M/$2 ] || nice -n 5 $OB convert --random bench/configs/$1 -o $M/$2 --type $3 >/dev/null 2>&1 || echo "convert $2 failed"; }
 r llama-3.2-1b.json l1b-f16.gguf f16
-for t in Q4_0 Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l1b-f16.gguf $M/l1b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize $t failed"; done
-for t in tq2_0 tq1_0 i2_s q4_0; do r bitnet-2b-llamacpp-arch.json bn-$t.gguf $t; done
-if [ "${LLAMA:-1}" = 1 ]; then
+# the 8B chain beside the 1-2B files (each convert --random is one thread; every file is written
+# to NAME.tmp and renamed when complete, so a file that exists is whole)
+[ "${LLAMA:-1}" = 1 ] && (
   r llama-3.1-8b.json l8b-f16.gguf f16
   for t in Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l8b-f16.gguf $M/l8b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize 8B $t failed"; done
-fi
-ls -la $M
+) &
+for t in Q4_0 Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l1b-f16.gguf $M/l1b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize $t failed"; done
+for t in tq2_0 tq1_0 i2_s q4_0; do r bitnet-2b-llamacpp-arch.json bn-$t.gguf $t & done
 wait
+ls -la $M
 echo "setup done"

@@ -33,11 +33,9 @@ make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $
 /usr/local/cuda/bin/nvcc -O2 -o build/copybw bench/cuda/copybw.cu && ./build/copybw | tee $OUT/copybw.txt
 timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
 M=/tmp/m
+# every GGUF is written to NAME.tmp and renamed when complete, so a file that exists is whole
 waitfor() { i=0; while [ ! -f $M/$1 ] && [ $i -lt 240 ]; do sleep 1; i=$((i+1)); done; }
-waitfor l1b-Q4_K_M.gguf # written after l1b-Q4_0
-# a file is complete once h200_setup.sh has begun the next one
-after() { case $1 in l1b-f16) echo l1b-Q4_0;; l1b-Q4_0) echo l1b-Q4_K_M;; l1b-Q4_K_M) echo l1b-Q8_0;; l1b-Q8_0) echo bn-tq2_0;;
-          bn-tq2_0) echo bn-tq1_0;; bn-tq1_0) echo bn-i2_s;; *) echo bn-q4_0;; esac; }
+waitfor l1b-Q4_0.gguf
 ab() { # VAR model bench-args pattern [values]: each value of VAR, twice alternating
     for rep in 1 2; do for v in ${5:-0 1}; do env $1=$v ./build/1bit bench -m $M/$2.gguf $3 -r 3 --device cuda 2>&1 |
         grep -E "$4|rror" | sed "s/^/$1=$v $2 /"; done; done; }
@@ -45,19 +43,19 @@ case "$1" in
 probe)
     for g in 0 1; do OB_CUDA_GRAPH=$g ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|pp|rror" | sed "s/^/graph=$g /"; done | tee $OUT/probe.txt
-    waitfor bn-tq1_0.gguf # after bn-tq2_0
+    waitfor bn-tq2_0.gguf
     for g in 0 1; do OB_CUDA_GRAPH=$g ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|rror" | sed "s/^/graph=$g /"; done | tee -a $OUT/probe.txt ;;
 quick)
-    waitfor l1b-Q8_0.gguf
+    waitfor l1b-Q4_K_M.gguf
     for f in l1b-Q4_0 l1b-Q4_K_M l1b-f16; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/quick.txt
-    waitfor bn-tq1_0.gguf
+    waitfor bn-tq2_0.gguf
     ./build/1bit bench -m $M/bn-tq2_0.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/bn-tq2_0 /" | tee -a $OUT/quick.txt
     for f in l1b-Q4_0 bn-tq2_0; do OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -30; done >> $OUT/quick.txt
     # the switches, each off and on, twice alternating: the whole-layer decode kernel (default) against
     # the separate ops, programmatic dependent launch
     { ab OB_CUDA_LAYER l1b-Q4_0 "-p 0 -n 128" tg; ab OB_CUDA_LAYER l1b-Q4_K_M "-p 0 -n 128" tg; ab OB_CUDA_LAYER bn-tq2_0 "-p 0 -n 128" tg
-      waitfor bn-q4_0.gguf; ab OB_CUDA_LAYER bn-tq1_0 "-p 0 -n 128" tg; ab OB_CUDA_LAYER bn-i2_s "-p 0 -n 128" tg
+      waitfor bn-i2_s.gguf; ab OB_CUDA_LAYER bn-tq1_0 "-p 0 -n 128" tg; ab OB_CUDA_LAYER bn-i2_s "-p 0 -n 128" tg
       ab OB_CUDA_PDL l1b-Q4_0 "-p 0 -n 128" tg; } | tee $OUT/ab.txt
     # each kernel's own time (Nsight Compute serializes them: no overlap) for one decode token
     # of each model, recorded steps as in use: skip the warm-up and the first tokens
@@ -71,7 +69,7 @@ quick)
         env OB_CUDA_LAYER=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 16 -r 1 --device cuda > $OUT/ncu-layer.txt 2>/dev/null ;;
 ab)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M l1b-Q8_0 l1b-f16 bn-tq2_0 bn-tq1_0 bn-i2_s}
-    for f in $FILES; do waitfor $(after $f).gguf; done
+    for f in $FILES; do waitfor $f.gguf; done
     shift
     while [ $# -ge 2 ]; do
         for f in $FILES; do ab $1 $f "${ARGS:--p 0 -n 128}" "${PAT:-tg}" "$2"; done | tee $OUT/ab-$1.txt
@@ -84,11 +82,11 @@ abbuild)
     # TESTB=1: `make test-cuda` of build-b too (for options that change the sums' order)
     [ "$TESTB" = 1 ] && timeout 400 make BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 test-cuda 2>&1 |
         grep -v "convert: wrote" | tee $OUT/test-cuda-b.log | tail -4
-    for f in $FILES; do waitfor $(after $f).gguf; done
+    for f in $FILES; do waitfor $f.gguf; done
     for f in $FILES; do for rep in 1 2; do for b in build build-b; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt ;;
 check)
-    waitfor bn-tq1_0.gguf
+    waitfor bn-tq2_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt
     OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/bn-tq2_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee -a $OUT/check.txt ;;
 stalls)
@@ -98,7 +96,7 @@ stalls)
     make CUDA=1 BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 -lineinfo" -j16 build-b/1bit >$OUT/build-b.log 2>&1 || exit 1
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
     S="--clock-control none --cache-control none --import-source yes --section SpeedOfLight --section WarpStateStats --section SourceCounters"
-    waitfor bn-q4_0.gguf # after bn-i2_s
+    waitfor bn-i2_s.gguf
     timeout 150 $NCU $S --kernel-name regex:k_attn --launch-skip 1700 --launch-count 1 -o /tmp/attn ./build-b/1bit bench -m $M/l1b-Q4_0.gguf \
         -p 0 -n 128 -r 1 --device cuda > $OUT/stalls-attn.txt 2>&1
     timeout 150 $NCU $S --kernel-name regex:k_rows --launch-skip 240 --launch-count 3 -o /tmp/rows ./build-b/1bit bench -m $M/bn-i2_s.gguf \
@@ -111,6 +109,6 @@ stalls)
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512
-    waitfor l1b-Q8_0.gguf && prof l1b-f16 0
-    waitfor bn-tq1_0.gguf && prof bn-tq2_0 0 ;;
+    waitfor l1b-f16.gguf && prof l1b-f16 0
+    waitfor bn-tq2_0.gguf && prof bn-tq2_0 0 ;;
 esac
