@@ -762,7 +762,10 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
 
 /* rope_attention (one kernel) against rope_kv, then attention (the split kernel) on the GPU: the
  * same output and cache bytes, for n tokens of distinct sequences at positions up to n_ctx - 1
- * over caches filled with random rows; off (OB_CUDA_ROPE_ATTN=0), it declines. */
+ * over caches filled with random rows; off (OB_CUDA_ROPE_ATTN=0), it declines. With
+ * rope_attn_wo >= 0, both name a `wo` of that type (ob_attn_args.out_to) and feed it
+ * (matmul_add): the codes the attention makes for it and the quantizer's give the same bits. */
+static int rope_attn_wo = -1;
 static void test_rope_attention(ob_backend *g, int type, int style, int hd, int n_rot, int n, int n_ctx, int with_ff) {
     const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, n_seq = n;
     const size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, rb = ob_type_row_size(type, kvd), cb = (size_t)n_seq * n_ctx * rb;
@@ -798,17 +801,35 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
         dk[c] = dev_copy(g, k, kn * 4);
         dout[c] = dev_nan(g, qn);
     }
-    ob_attn_args a = {dq[0], dout[0], kc[0], vc[0], type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), NULL};
+    const int n_wo = 40;
+    void *wq = rope_attn_wo >= 0 ? random_quantized(rope_attn_wo, n_head * hd, n_wo, 0) : NULL;
+    ob_weight wo = wq ? weight_on(g, rope_attn_wo, n_head * hd, n_wo, wq) : (ob_weight){0};
+    float *y0 = randf((size_t)n * n_wo, 1.0f);
+    void *dy[2] = {dev_copy(g, y0, (size_t)n * n_wo * 4), dev_copy(g, y0, (size_t)n * n_wo * 4)};
+    ob_attn_args a = {dq[0], dout[0], kc[0], vc[0], type, type, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), wq ? &wo : NULL};
     g->rope_kv(g, &a, dq[0], dk[0], dv, &r);
     g->attention(g, &a);
+    if (wq) g->matmul_add(g, &wo, dout[0], dy[0], n);
     ob_attn_args b = a;
     b.q = NULL; /* rope_attention reads q from its argument */
     b.out = dout[1];
     b.k = kc[1];
     b.v = vc[1];
     CHECK_EQ_INT(g->rope_attention(g, &b, dq[1], dk[1], dv, &r), 1);
+    if (wq) g->matmul_add(g, &wo, dout[1], dy[1], n);
     float *o1 = dev_get(g, dout[0], qn), *o2 = dev_get(g, dout[1], qn);
     int same = memcmp(o1, o2, qn * 4) == 0;
+    if (wq) {
+        float *y1 = dev_get(g, dy[0], (size_t)n * n_wo), *y2 = dev_get(g, dy[1], (size_t)n * n_wo);
+        same &= memcmp(y1, y2, (size_t)n * n_wo * 4) == 0;
+        free(y1);
+        free(y2);
+        g->dealloc(g, (void *)wo.data);
+        free(wq);
+    }
+    free(y0);
+    g->dealloc(g, dy[0]);
+    g->dealloc(g, dy[1]);
     uint8_t *c1 = malloc(cb), *c2 = malloc(cb);
     for (int kv = 0; kv < 2; kv++) {
         g->download(g, c1, kv ? vc[0] : kc[0], cb);
@@ -816,8 +837,9 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
         same &= memcmp(c1, c2, cb) == 0;
     }
     if (!same || ob_test_verbose)
-        fprintf(stderr, "  cuda rope_attention %s style %d hd=%d n_rot=%d n=%d ctx=%d%s: %s\n", ob_type_name(type), style, hd, n_rot, n,
-                n_ctx, with_ff ? " freq_factors" : "", same ? "same bits as rope_kv + attention" : "differs from rope_kv + attention");
+        fprintf(stderr, "  cuda rope_attention %s style %d hd=%d n_rot=%d n=%d ctx=%d%s%s: %s\n", ob_type_name(type), style, hd, n_rot, n,
+                n_ctx, with_ff ? " freq_factors" : "", rope_attn_wo >= 0 ? " wo" : "",
+                same ? "same bits as rope_kv + attention" : "differs from rope_kv + attention");
     CHECK(same);
     ob_backend *off = gpu_new_with("OB_CUDA_ROPE_ATTN", "0");
     CHECK(off != NULL);
@@ -1161,6 +1183,9 @@ OB_SUITE(cuda_kernels) {
             /* more positions than 16 a span of the grid's spans cover: empty spans after the last */
             test_rope_attention(g, kv_types[k], style, 64, 64, 1, 4300, 1);
         }
+    rope_attn_wo = OB_TYPE_Q4_0; /* the split kernel's codes for `wo` */
+    test_rope_attention(g, OB_TYPE_F16, 0, 64, 64, 3, 300, 0);
+    rope_attn_wo = -1;
     for (int k = 0; k < 3; k++) {
         test_kv_attention(g, c, kv_types[k], 64, 300, 3, 0);
         test_kv_attention(g, c, kv_types[k], 128, 3000, 1, 0); /* decode of a long context: split spans */
@@ -1283,6 +1308,28 @@ OB_SUITE(cuda_kernels) {
         a.n = 4; a.n_head = 8; a.n_head_kv = 2; a.head_dim = 64; a.type_k = a.type_v = OB_TYPE_F16;
         CHECK_EQ_INT(gg->rope_attention(gg, &a, NULL, NULL, NULL, &r), 0);
         gpu_free(gg);
+    }
+    /* the grouped kernel's fused form (OB_CUDA_ATTN_GQA_ROPE=1, opt-in) against rope_kv and the
+     * grouped kernel (OB_CUDA_ATTN_GQA=1 on the same backend): the same bits, outputs and caches;
+     * with a `wo` after it, its codes against the quantizer's */
+    setenv("OB_CUDA_ATTN_GQA", "1", 1);
+    ob_backend *gr = gpu_new_with("OB_CUDA_ATTN_GQA_ROPE", "1");
+    unsetenv("OB_CUDA_ATTN_GQA");
+    CHECK(gr != NULL);
+    for (int style = 0; gr && style < 2; style++) {
+        test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 1, 7, 0);
+        test_rope_attention(gr, OB_TYPE_F16, style, 64, 48, 3, 300, 1);
+        test_rope_attention(gr, OB_TYPE_F16, style, 128, 128, 1, 3000, 0);
+        test_rope_attention(gr, OB_TYPE_F16, style, 128, 96, 9, 129, 1);
+        test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 40, 64, 0); /* (a prompt-sized step: the last tile is tile 0) */
+        rope_attn_wo = OB_TYPE_Q4_0;
+        test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 1, 200, 0);
+        test_rope_attention(gr, OB_TYPE_F16, style, 128, 128, 5, 70, 1);
+        rope_attn_wo = -1;
+    }
+    if (gr) {
+        test_rope_attention(gr, OB_TYPE_Q8_0, 0, 64, 64, 3, 300, 0); /* (not its cache type: the split kernel) */
+        gpu_free(gr);
     }
     setenv("OB_CUDA_ATTN_GQA", "0", 1); /* prompts on the split kernel, not the grouped one */
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");

@@ -267,6 +267,16 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     return n_split;
 }
 
+void cu_attn_codes(cu_state *s, const ob_attn_args *a, int8_t **q, float2 **xs) {
+    const int dim = a->n_head * a->head_dim;
+    const int codes_in = a->out_to && cu_q8_type(a->out_to->type) && a->out_to->type != OB_TYPE_LEAN4;
+    *q = NULL;
+    *xs = NULL;
+    if (s->attn_codes && codes_in && a->n <= CU_GEMV_MAX && cu_gemv_takes(s, a->out_to, a->n) && a->head_dim % 32 == 0 &&
+        dim <= CU_QROW_MAX)
+        cu_xq_bufs(s, a->n, dim, q, xs);
+}
+
 /* Launches the split kernel. With s->attn_codes, when the output goes as it is to a matmul whose
  * type reads int8 codes of it (out_to: not BitNet's, whose sub-norm makes codes of its own, which
  * cost 1.4% of tg128 on BitNet-2B TQ2_0 when made there too; not f16 / bf16 / f32, -0.5% on the
@@ -279,10 +289,7 @@ static void attn_launch(cu_state *s, const ob_attn_args *a, const at_rope &ro) {
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
     const int n_split = cu_attn_splits(s, a);
     at_codes cd = {};
-    const int codes_in = a->out_to && cu_q8_type(a->out_to->type) && a->out_to->type != OB_TYPE_LEAN4;
-    if (s->attn_codes && codes_in && a->n <= CU_GEMV_MAX && cu_gemv_takes(s, a->out_to, a->n) && a->head_dim % 32 == 0 &&
-        dim <= CU_QROW_MAX)
-        cu_xq_bufs(s, a->n, dim, &cd.q, &cd.xs);
+    cu_attn_codes(s, a, &cd.q, &cd.xs);
     dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)n_split);
     const char *what = ro.on ? "rope+attention" : "attention";
 #define AT_LAUNCH(MK, KT, QR) cu_launch(s, what, grid, AT_WARPS * 32, 0, k_attn<MK, KT, QR>, *a, krb, vrb, khb, vhb, n_split, s->attn_part, s->attn_cnt, ro, cd)
@@ -315,11 +322,13 @@ void cu_attention(cu_state *s, const ob_attn_args *a) {
 
 int cu_rope_attention_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r) {
     const int q8 = a->type_k == OB_TYPE_Q8_0 || a->type_v == OB_TYPE_Q8_0;
+    if (s->rope_attn && cu_rope_attention_gqa_ok(s, a, r)) return 1; /* the grouped kernel's fused form */
     return s->rope_attn && a->n >= 1 && a->n <= CU_GEMV_MAX && a->head_dim <= AT_MAXK * 32 && !(q8 && a->head_dim % 32) &&
            r->n_rot >= 0 && r->n_rot <= a->head_dim && !cu_attention_gqa_ok(s, a); /* (that kernel after rope_kv) */
 }
 
 void cu_rope_attention(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
+    if (cu_rope_attention_gqa(s, a, k, v, r)) return;
     const at_rope ro = {k, v, *r, 1};
     attn_launch(s, a, ro);
 }

@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "backend/cuda/cuda_attn.cuh"
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_mma.cuh"
 
@@ -25,22 +26,60 @@
 #define GQ_MAXG 16     /* query heads a KV head at most (one A fragment's rows) */
 
 /* Where the merge keeps warp w's state: rows' maxima and sums [4][16], outputs [4][16][D]. */
-template <int D> constexpr size_t gq_merge_bytes() { return sizeof(float) * (2 * 4 * 16 + 4 * 16 * D); }
-template <int D> constexpr size_t gq_smem() { return mp_smem<D>() > gq_merge_bytes<D>() ? mp_smem<D>() : gq_merge_bytes<D>(); }
+template <int D> __host__ __device__ constexpr size_t gq_merge_bytes() { return sizeof(float) * (2 * 4 * 16 + 4 * 16 * D); }
+template <int D> __host__ __device__ constexpr size_t gq_smem() { return mp_smem<D>() > gq_merge_bytes<D>() ? mp_smem<D>() : gq_merge_bytes<D>(); }
+/* The fused form's own part after it: the angles [D] and the rotated query heads [GQ_MAXG][D] as
+ * floats, the token's K and V rows [2][D] as f16. */
+template <int D> __host__ __device__ constexpr size_t gq_smem_rope() { return gq_smem<D>() + sizeof(float) * (D + GQ_MAXG * D) + sizeof(__half) * 2 * D; }
 
-template <int D>
-__global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb) {
+/* What the fused form (cu_rope_attention_gqa) takes over from rope_kv, for a step of tokens of
+ * distinct sequences: k / v the unrotated K and V rows of the batch [n][n_head_kv * D], the
+ * RoPE, and the output's int8 codes for `wo` (cd.q NULL: none). */
+struct gq_rope {
+    const float *k, *v;
+    ob_rope r;
+    at_codes cd;
+};
+
+/* FUSED (cu_rope_attention_gqa): before the wait, the token's angles and the first tile's rows
+ * before its own position (written by earlier steps: the kernels before the previous one have
+ * ended, cu_dep); after it, the group's query heads rotated into shared memory and the token's K
+ * head rotated, both rows written to the caches (rope_kv's arithmetic and bytes) and kept to be
+ * put into the tile that holds the position (whose copy may have read that row before it was
+ * written); the output's codes as the split kernel makes them (attn_out). */
+template <int D, bool FUSED>
+__global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, gq_rope f) {
     extern __shared__ __align__(16) __half gq_sm[];
-    cu_dep();
     const int kh = blockIdx.x, i = blockIdx.y, G = a.n_head / a.n_head_kv;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int p_last = a.pos[i];
+    const int p_last = a.pos[i]; /* (the index arrays are copied before the previous kernel) */
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
-    mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, 0, p_last);
+    float *cs = (float *)((uint8_t *)gq_sm + gq_smem<D>()), *qs = cs + D;
+    __half *kvr = (__half *)(qs + GQ_MAXG * D);
+    const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
+    if constexpr (FUSED) {
+        rope_angles(cs, p_last, f.r);
+        mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, 0, p_last - 1);
+        cu_dep();
+        __syncthreads(); /* the angles */
+        for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) qs[e] = rope_elem(qi + (size_t)(e / D) * D, e % D, cs, f.r);
+        const float *kin = f.k + ((size_t)i * a.n_head_kv + kh) * D, *vin = f.v + ((size_t)i * a.n_head_kv + kh) * D;
+        for (int d = threadIdx.x; d < D; d += GQ_THREADS) {
+            const __half kv = __float2half_rn(rope_elem(kin, d, cs, f.r)), vv = __float2half_rn(vin[d]);
+            ((__half *)(kb + (size_t)p_last * krb))[d] = kv;
+            ((__half *)(vb + (size_t)p_last * vrb))[d] = vv;
+            kvr[d] = kv;
+            kvr[D + d] = vv;
+        }
+        __syncthreads(); /* qs and kvr */
+        qi = qs;
+    } else {
+        cu_dep();
+        mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, 0, p_last);
+    }
 
     /* rows g and g + 8: query heads kh G + g and kh G + g + 8 of token i (zeros past the group) */
-    const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
     uint32_t qf[D / 16][4];
     mp_qfrag<D>(qf, qi + (size_t)g * D, qi + (size_t)(g + 8) * D, g < G, g + 8 < G, a.scale * MP_LOG2E);
     float o[D / 8][4];
@@ -48,6 +87,14 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     mp_walk<D, GQ_THREADS>(gq_sm, kb, vb, krb, vrb, p_last, [&](const __half *Ks, const __half *Vs, int k0) {
+        if (FUSED && p_last < k0 + MP_K) { /* the tile of the token's own position (the whole block alike) */
+            constexpr int LD = D + 8;
+            for (int d = threadIdx.x; d < D; d += GQ_THREADS) {
+                ((__half *)Ks)[(p_last - k0) * LD + d] = kvr[d];
+                ((__half *)Vs)[(p_last - k0) * LD + d] = kvr[D + d];
+            }
+            __syncthreads();
+        }
         const int w0 = k0 + 16 * warp; /* the warp's first position: it has one at least (positions are 0 .. p_last) */
         if (w0 <= p_last) mp_step<D, 2>(Ks, Vs, 16 * warp, k0, w0 + 15 > p_last, p_last, p_last, qf, o, m0, m1, l0, l1);
     });
@@ -78,34 +125,58 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
         float L = 0.0f, v = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-            const float f = mp_ex2(mm[w * 16 + r] - M); /* (warp 0 always had position 0: M is finite) */
-            L += f * ll[w * 16 + r];
-            v += f * oo[((size_t)w * 16 + r) * D + d];
+            const float fw = mp_ex2(mm[w * 16 + r] - M); /* (warp 0 always had position 0: M is finite) */
+            L += fw * ll[w * 16 + r];
+            v += fw * oo[((size_t)w * 16 + r) * D + d];
         }
-        a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = L > 0.0f ? v / L : 0.0f;
+        const float y = L > 0.0f ? v / L : 0.0f;
+        if (FUSED) attn_out(a, f.cd, i, kh * G + r, d, y); /* (a warp: 32 dims of one head) */
+        else a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = y;
     }
 }
 
 void cu_attention_gqa_init(cu_state *s) {
-    cu_check(cudaFuncSetAttribute(k_attn_gqa<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem<64>()),
-             "grouped attention (shared memory)");
-    cu_check(cudaFuncSetAttribute(k_attn_gqa<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem<128>()),
-             "grouped attention (shared memory)");
+    const char *what = "grouped attention (shared memory)";
+    cu_check(cudaFuncSetAttribute(k_attn_gqa<64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem<64>()), what);
+    cu_check(cudaFuncSetAttribute(k_attn_gqa<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem<128>()), what);
+    cu_check(cudaFuncSetAttribute(k_attn_gqa<64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem_rope<64>()), what);
+    cu_check(cudaFuncSetAttribute(k_attn_gqa<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gq_smem_rope<128>()), what);
 }
 
-int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a) {
-    return s->attn_gqa && a->n >= s->attn_gqa && a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 &&
-           (a->head_dim == 64 || a->head_dim == 128) && a->n_head_kv > 0 && a->n_head % a->n_head_kv == 0 &&
-           a->n_head / a->n_head_kv <= GQ_MAXG;
+/* the shapes the kernel takes: f16 caches, head size 64 / 128, at most GQ_MAXG query heads a KV head */
+static int gq_shape_ok(const ob_attn_args *a) {
+    return a->type_k == OB_TYPE_F16 && a->type_v == OB_TYPE_F16 && (a->head_dim == 64 || a->head_dim == 128) && a->n_head_kv > 0 &&
+           a->n_head % a->n_head_kv == 0 && a->n_head / a->n_head_kv <= GQ_MAXG;
+}
+
+int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a) { return s->attn_gqa && a->n >= s->attn_gqa && gq_shape_ok(a); }
+
+int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r) {
+    return s->attn_gqa_rope && a->n >= s->attn_gqa_rope && gq_shape_ok(a) && r->n_rot >= 0 && r->n_rot <= a->head_dim;
+}
+
+template <int D, bool FUSED> static void gq_launch(cu_state *s, const ob_attn_args *a, const gq_rope &f) {
+    const int kv_dim = a->n_head_kv * a->head_dim;
+    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
+    const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
+    const dim3 grid((unsigned)a->n_head_kv, (unsigned)a->n);
+    cu_launch(s, FUSED ? "rope+attention (grouped)" : "attention (grouped)", grid, GQ_THREADS, FUSED ? gq_smem_rope<D>() : gq_smem<D>(),
+              k_attn_gqa<D, FUSED>, *a, krb, vrb, khb, vhb, f);
 }
 
 int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {
     if (!cu_attention_gqa_ok(s, a)) return 0;
-    const int kv_dim = a->n_head_kv * a->head_dim;
-    const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
-    const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
-    dim3 grid((unsigned)a->n_head_kv, (unsigned)a->n);
-    if (a->head_dim == 64) cu_launch(s, "attention (grouped)", grid, GQ_THREADS, gq_smem<64>(), k_attn_gqa<64>, *a, krb, vrb, khb, vhb);
-    else cu_launch(s, "attention (grouped)", grid, GQ_THREADS, gq_smem<128>(), k_attn_gqa<128>, *a, krb, vrb, khb, vhb);
+    if (a->head_dim == 64) gq_launch<64, false>(s, a, gq_rope{});
+    else gq_launch<128, false>(s, a, gq_rope{});
+    return 1;
+}
+
+int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
+    if (!cu_rope_attention_gqa_ok(s, a, r)) return 0;
+    gq_rope f = {k, v, *r, {}};
+    cu_attn_codes(s, a, &f.cd.q, &f.cd.xs);
+    if (a->head_dim == 64) gq_launch<64, true>(s, a, f);
+    else gq_launch<128, true>(s, a, f);
+    cu_xq_tag(s, f.cd.q ? a->out : NULL, a->n, a->n_head * a->head_dim);
     return 1;
 }

@@ -184,6 +184,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_split = sp && atoi(sp) >= 1 && atoi(sp) <= 16 ? atoi(sp) : 2;
     const char *gq = getenv("OB_CUDA_ATTN_GQA");
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
+    const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
+    s->attn_gqa_rope = gqr && atoi(gqr) >= 1 ? atoi(gqr) : 0;
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
@@ -206,7 +208,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
         return -1;
     }
     if (s->attn_tile) cu_attention_tiles_init(s);
-    if (s->attn_gqa) cu_attention_gqa_init(s);
+    if (s->attn_gqa || s->attn_gqa_rope) cu_attention_gqa_init(s);
     return 0;
 }
 

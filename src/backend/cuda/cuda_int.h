@@ -137,6 +137,7 @@ typedef struct {
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
+    int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (opt-in, 0: off): steps of N+ distinct sequences on its fused form (rope_attention) */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -301,6 +302,13 @@ void cu_attention_mma_init(cu_state *s);
  * query heads a KV head); 0: not launched */
 int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a);
 int cu_attention_gqa(cu_state *s, const ob_attn_args *a);
+/* its fused form for steps of distinct sequences (rope_attention's contract: RoPE, the cache
+ * writes and the output's codes for `wo` in the same launch; opt-in OB_CUDA_ATTN_GQA_ROPE=N from N
+ * tokens, 1 for single-token decode too); 0: not launched */
+int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r);
+int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
+/* the int8 codes of an attention's output for `wo` where it reads them (cuda_attn.cu: q NULL none) */
+void cu_attn_codes(cu_state *s, const ob_attn_args *a, int8_t **q, float2 **xs);
 void cu_attention_gqa_init(cu_state *s);
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
 /* spans per token of the decode attention (reserves their scratch: s->attn_part, s->attn_cnt) */

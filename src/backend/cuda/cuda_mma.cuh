@@ -55,7 +55,7 @@ __device__ __forceinline__ float mp_ex2(float x) {
 /* Shared memory of the walk: two buffers of K and V tiles, rows of D + 8 halves (16-byte rows,
  * ldmatrix without bank conflicts): buffer b's K rows at sm + b MP_K (D + 8), V rows at
  * sm + (2 + b) MP_K (D + 8). */
-template <int D> constexpr size_t mp_smem() { return (size_t)2 * 2 * MP_K * (D + 8) * sizeof(__half); }
+template <int D> __host__ __device__ constexpr size_t mp_smem() { return (size_t)2 * 2 * MP_K * (D + 8) * sizeof(__half); }
 
 /* Tile k0's K and V rows (kb / vb: the sequence's cache of the KV head, rows krb / vrb bytes apart)
  * into buffer b by the TH threads of the block, asynchronously (one commit group); rows past
