@@ -760,14 +760,16 @@ static void test_rope_kv(ob_backend *g, int type, int style) {
     free(h1); free(h2); free(h3); free(h4); free(c1); free(c2); free(q); free(k); free(v); free(zero);
 }
 
-/* rope_attention (one kernel) against rope_kv, then attention (the split kernel) on the GPU: the
- * same output and cache bytes, for n tokens of distinct sequences at positions up to n_ctx - 1
- * over caches filled with random rows; off (OB_CUDA_ROPE_ATTN=0), it declines. With
+/* rope_attention (one kernel) against rope_kv, then attention (the kernel g's `attention` takes
+ * for the batch: the split kernel by default) on the GPU: the same output and cache bytes, for n
+ * tokens of distinct sequences at positions up to n_ctx - 1 over caches filled with random rows
+ * (rope_heads query heads on rope_kv_heads KV heads); off (OB_CUDA_ROPE_ATTN=0), it declines. With
  * rope_attn_wo >= 0, both name a `wo` of that type (ob_attn_args.out_to) and feed it
- * (matmul_add): the codes the attention makes for it and the quantizer's give the same bits. */
-static int rope_attn_wo = -1;
+ * (matmul_add): the same bits after it (the codes either attention makes for it, or the
+ * quantizer's where that attention makes none, agree on random rows). */
+static int rope_attn_wo = -1, rope_heads = 8, rope_kv_heads = 2;
 static void test_rope_attention(ob_backend *g, int type, int style, int hd, int n_rot, int n, int n_ctx, int with_ff) {
-    const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, n_seq = n;
+    const int n_head = rope_heads, n_head_kv = rope_kv_heads, kvd = n_head_kv * hd, n_seq = n;
     const size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, rb = ob_type_row_size(type, kvd), cb = (size_t)n_seq * n_ctx * rb;
     int32_t *pos = malloc((size_t)n_ctx * 4), *seq = malloc((size_t)n_ctx * 4);
     void *kc[2], *vc[2];
@@ -1322,10 +1324,20 @@ OB_SUITE(cuda_kernels) {
         test_rope_attention(gr, OB_TYPE_F16, style, 128, 128, 1, 3000, 0);
         test_rope_attention(gr, OB_TYPE_F16, style, 128, 96, 9, 129, 1);
         test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 40, 64, 0); /* (a prompt-sized step: the last tile is tile 0) */
+        test_rope_attention(gr, OB_TYPE_F16, style, 64, 47, 2, 150, 0);  /* an odd rotation: its last dimension as it is */
         rope_attn_wo = OB_TYPE_Q4_0;
         test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 1, 200, 0);
         test_rope_attention(gr, OB_TYPE_F16, style, 128, 128, 5, 70, 1);
         rope_attn_wo = -1;
+        static const int groups[][2] = {{16, 1}, {16, 2}, {4, 4}}; /* 16 and 8 query heads a KV head (fragment rows g + 8), 1 */
+        for (int k = 0; k < 3; k++) {
+            rope_heads = groups[k][0];
+            rope_kv_heads = groups[k][1];
+            test_rope_attention(gr, OB_TYPE_F16, style, 128, 128, 3, 200, 0);
+            test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 1, 90, 1);
+        }
+        rope_heads = 8;
+        rope_kv_heads = 2;
     }
     if (gr) {
         test_rope_attention(gr, OB_TYPE_Q8_0, 0, 64, 64, 3, 300, 0); /* (not its cache type: the split kernel) */

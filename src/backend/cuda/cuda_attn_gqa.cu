@@ -10,10 +10,13 @@
  * of 64 positions shared by the block's 4 warps (warp w takes positions 16 w .. 16 w + 15 of every
  * tile), and each warp keeps its own online softmax over its positions (cuda_mma.cuh's walk and
  * step, as the prompt kernel); at the end the four warps' states are merged in shared memory.
- * Precision as the prompt kernel's (f16 Q and P, f32 sums: about 1e-3). It writes no int8 codes
- * for `wo` (that matmul quantizes its input itself when it takes codes).
- * Does not own: RoPE and the cache writes (rope_kv runs before: cu_rope_attention_ok declines
- * the batches this kernel takes), the other attention kernels.
+ * Precision as the prompt kernel's (f16 Q and P, f32 sums: about 1e-3). As `attention` it
+ * writes no int8 codes for `wo` (that matmul quantizes its input itself when it takes codes), and
+ * rope_kv runs before it (cu_rope_attention_ok declines those batches). Its fused form
+ * (k_attn_gqa<D, true>, cu_rope_attention_gqa: opt-in OB_CUDA_ATTN_GQA_ROPE=N) takes
+ * rope_attention's contract for steps of distinct sequences: RoPE of q and K, the token's cache
+ * rows and the codes for `wo`, in the same launch.
+ * Does not own: the other attention kernels, the RoPE arithmetic (cuda_rows.cuh).
  */
 #include <cuda_fp16.h>
 #include <math.h>
@@ -28,9 +31,14 @@
 /* Where the merge keeps warp w's state: rows' maxima and sums [4][16], outputs [4][16][D]. */
 template <int D> __host__ __device__ constexpr size_t gq_merge_bytes() { return sizeof(float) * (2 * 4 * 16 + 4 * 16 * D); }
 template <int D> __host__ __device__ constexpr size_t gq_smem() { return mp_smem<D>() > gq_merge_bytes<D>() ? mp_smem<D>() : gq_merge_bytes<D>(); }
-/* The fused form's own part after it: the angles [D] and the rotated query heads [GQ_MAXG][D] as
- * floats, the token's K and V rows [2][D] as f16. */
-template <int D> __host__ __device__ constexpr size_t gq_smem_rope() { return gq_smem<D>() + sizeof(float) * (D + GQ_MAXG * D) + sizeof(__half) * 2 * D; }
+/* The fused form's own part after it: the token's K and V rows [2][D] as f16 (kept until the last
+ * tile). Its angles [D] and rotated query heads [GQ_MAXG][D] (floats, read until the query
+ * fragments are made) take the second tile buffer's K rows, which nothing uses before the walk
+ * issues tile 1: 17 KB for D = 128, 9 KB for 64; with them outside, a D = 128 block took 79 KB, two
+ * blocks an SM instead of three. */
+template <int D> __host__ __device__ constexpr size_t gq_smem_rope() { return gq_smem<D>() + sizeof(__half) * 2 * D; }
+static_assert(sizeof(float) * (64 + GQ_MAXG * 64) <= sizeof(__half) * MP_K * (64 + 8), "angles and queries fit a K tile");
+static_assert(sizeof(float) * (128 + GQ_MAXG * 128) <= sizeof(__half) * MP_K * (128 + 8), "angles and queries fit a K tile");
 
 /* What the fused form (cu_rope_attention_gqa) takes over from rope_kv, for a step of tokens of
  * distinct sequences: k / v the unrotated K and V rows of the batch [n][n_head_kv * D], the
@@ -55,8 +63,8 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     const int p_last = a.pos[i]; /* (the index arrays are copied before the previous kernel) */
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
-    float *cs = (float *)((uint8_t *)gq_sm + gq_smem<D>()), *qs = cs + D;
-    __half *kvr = (__half *)(qs + GQ_MAXG * D);
+    float *cs = (float *)(gq_sm + MP_K * (D + 8)), *qs = cs + D; /* buffer 1's K rows (mp_smem's layout) */
+    __half *kvr = (__half *)((uint8_t *)gq_sm + gq_smem<D>());
     const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
     if constexpr (FUSED) {
         rope_angles(cs, p_last, f.r);
@@ -82,6 +90,7 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     /* rows g and g + 8: query heads kh G + g and kh G + g + 8 of token i (zeros past the group) */
     uint32_t qf[D / 16][4];
     mp_qfrag<D>(qf, qi + (size_t)g * D, qi + (size_t)(g + 8) * D, g < G, g + 8 < G, a.scale * MP_LOG2E);
+    if (FUSED) __syncthreads(); /* qs read: the walk's first copy may fill buffer 1 */
     float o[D / 8][4];
 #pragma unroll
     for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;

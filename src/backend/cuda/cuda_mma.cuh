@@ -74,8 +74,9 @@ __device__ __forceinline__ void mp_tile(__half *sm, int b, const uint8_t *kb, co
 }
 
 /* Walks positions 0 .. p_last in tiles: while step(Ks, Vs, k0) computes on one tile (every thread
- * of the block calls it), the next is copied into the other buffer. Tile 0 must have been issued
- * (mp_tile(sm, 0, ..., 0, p_last)) before; ends with the block past a barrier (sm reusable). */
+ * of the block calls it), the next is copied into the other buffer (buffer 1 first, at once). Tile
+ * 0 must have been issued into buffer 0 before (mp_tile(sm, 0, ..., 0, p_last), or a smaller bound
+ * whose missing rows step puts in itself); ends with the block past a barrier (sm reusable). */
 template <int D, int TH, typename F>
 __device__ __forceinline__ void mp_walk(__half *sm, const uint8_t *kb, const uint8_t *vb, size_t krb, size_t vrb, int p_last, F step) {
     constexpr int LD = D + 8;
