@@ -1343,6 +1343,33 @@ OB_SUITE(cuda_kernels) {
         test_rope_attention(gr, OB_TYPE_Q8_0, 0, 64, 64, 3, 300, 0); /* (not its cache type: the split kernel) */
         gpu_free(gr);
     }
+    /* long contexts cut into spans (OB_CUDA_ATTN_GQA_SPLIT=1, opt-in): the grouped kernel against
+     * the CPU (decode batches, one span and many; a prompt chunk), its fused form against rope_kv
+     * + it (the same spans: the same bits) */
+    setenv("OB_CUDA_ATTN_GQA", "1", 1);
+    setenv("OB_CUDA_ATTN_GQA_ROPE", "1", 1);
+    ob_backend *gsp = gpu_new_with("OB_CUDA_ATTN_GQA_SPLIT", "1");
+    unsetenv("OB_CUDA_ATTN_GQA");
+    unsetenv("OB_CUDA_ATTN_GQA_ROPE");
+    CHECK(gsp != NULL);
+    if (gsp) {
+        attn_tol = 5e-3;
+        test_kv_attention(gsp, c, OB_TYPE_F16, 64, 3000, 1, 0);
+        test_kv_attention(gsp, c, OB_TYPE_F16, 128, 3000, 3, 0);
+        test_kv_attention(gsp, c, OB_TYPE_F16, 64, 700, 9, 0);
+        test_kv_attention(gsp, c, OB_TYPE_F16, 64, 100, 2, 0); /* one span */
+        test_kv_attention(gsp, c, OB_TYPE_F16, 128, 1000, 33, 1);
+        attn_tol = 2e-5;
+        for (int style = 0; style < 2; style++) {
+            test_rope_attention(gsp, OB_TYPE_F16, style, 64, 64, 1, 3000, 1);
+            test_rope_attention(gsp, OB_TYPE_F16, style, 128, 128, 2, 1500, 0);
+            test_rope_attention(gsp, OB_TYPE_F16, style, 64, 48, 5, 520, 0);
+            rope_attn_wo = OB_TYPE_Q4_0;
+            test_rope_attention(gsp, OB_TYPE_F16, style, 128, 128, 3, 2000, 0); /* codes from the merging span */
+            rope_attn_wo = -1;
+        }
+        gpu_free(gsp);
+    }
     setenv("OB_CUDA_ATTN_GQA", "0", 1); /* prompts on the split kernel, not the grouped one */
     ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
     unsetenv("OB_CUDA_ATTN_GQA");

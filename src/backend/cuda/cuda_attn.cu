@@ -257,14 +257,16 @@ int cu_attn_splits(cu_state *s, const ob_attn_args *a) {
     if (n_split > max_split) n_split = max_split;
     if (n_split > AT_SPLIT_MAX) n_split = AT_SPLIT_MAX;
     if (n_split < 1) n_split = 1;
-    if (n_split > 1) {
-        cu_reserve(s, (void **)&s->attn_part, &s->attn_cap, (size_t)blocks * n_split * (a->head_dim + 2) * sizeof(float));
-        const size_t had = s->attn_cnt_cap;
-        cu_reserve(s, (void **)&s->attn_cnt, &s->attn_cnt_cap, (size_t)blocks * sizeof(int));
-        if (s->attn_cnt_cap != had) /* a new counter array: zero once, the merging blocks reset their own */
-            cu_check(cudaMemsetAsync(s->attn_cnt, 0, s->attn_cnt_cap, s->stream), "attention counters");
-    }
+    if (n_split > 1) cu_attn_scratch(s, (size_t)blocks * n_split * (a->head_dim + 2), (size_t)blocks);
     return n_split;
+}
+
+void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters) {
+    cu_reserve(s, (void **)&s->attn_part, &s->attn_cap, part_floats * sizeof(float));
+    const size_t had = s->attn_cnt_cap;
+    cu_reserve(s, (void **)&s->attn_cnt, &s->attn_cnt_cap, counters * sizeof(int));
+    if (s->attn_cnt_cap != had) /* a new counter array: zero once, the merging blocks reset their own */
+        cu_check(cudaMemsetAsync(s->attn_cnt, 0, s->attn_cnt_cap, s->stream), "attention counters");
 }
 
 void cu_attn_codes(cu_state *s, const ob_attn_args *a, int8_t **q, float2 **xs) {

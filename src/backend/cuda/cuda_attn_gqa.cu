@@ -49,18 +49,39 @@ struct gq_rope {
     at_codes cd;
 };
 
+/* A token's context in spans of whole tiles (OB_CUDA_ATTN_GQA_SPLIT=1, opt-in: the grid's third
+ * dimension, S, fixed by the shapes so that a recorded step stays right as the context grows):
+ * ns of the S blocks take a span each, none shorter than GQ_SPAN_MIN positions but the last, the
+ * blocks past ns end at once; with one span the block writes the output itself, else each writes
+ * its rows' (unnormalized outputs, max, sum) to part and counts itself on cnt (one counter a
+ * (token, KV head), 0 between launches), and the last to arrive merges them in span order. */
+#define GQ_SPAN_MIN 256
+#define GQ_SPLIT_MAX 32
+struct gq_split {
+    int S;
+    float *part; /* [n][n_head_kv][S][G][D + 2] */
+    int *cnt;    /* [n][n_head_kv] */
+};
+
 /* FUSED (cu_rope_attention_gqa): before the wait, the token's angles and the first tile's rows
  * before its own position (written by earlier steps: the kernels before the previous one have
- * ended, cu_dep); after it, the group's query heads rotated into shared memory and the token's K
- * head rotated, both rows written to the caches (rope_kv's arithmetic and bytes) and kept to be
- * put into the tile that holds the position (whose copy may have read that row before it was
- * written); the output's codes as the split kernel makes them (attn_out). */
+ * ended, cu_dep); after it, the group's query heads rotated into shared memory and, in the span
+ * that holds the position, the token's K head rotated, both rows written to the caches (rope_kv's
+ * arithmetic and bytes) and kept to be put into the tile that holds the position (whose copy may
+ * have read that row before it was written); the output's codes as the split kernel makes them
+ * (attn_out). */
 template <int D, bool FUSED>
-__global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, gq_rope f) {
+__global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t krb, size_t vrb, size_t khb, size_t vhb, gq_rope f, gq_split sp) {
     extern __shared__ __align__(16) __half gq_sm[];
-    const int kh = blockIdx.x, i = blockIdx.y, G = a.n_head / a.n_head_kv;
+    __shared__ int gq_last;
+    const int kh = blockIdx.x, i = blockIdx.y, split = blockIdx.z, G = a.n_head / a.n_head_kv;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int p_last = a.pos[i]; /* (the index arrays are copied before the previous kernel) */
+    const int p_last = a.pos[i], np = p_last + 1; /* (the index arrays are copied before the previous kernel) */
+    int ns = min(sp.S, (np + GQ_SPAN_MIN - 1) / GQ_SPAN_MIN);
+    const int per = ((np + ns - 1) / ns + MP_K - 1) / MP_K * MP_K; /* whole tiles a span */
+    ns = (np + per - 1) / per;                                     /* (none empty) */
+    if (split >= ns) return;
+    const int p0 = split * per, pe = min(np, p0 + per) - 1, own = pe == p_last; /* own: the span of the token's position */
     const uint8_t *kb = (const uint8_t *)a.k + (size_t)a.seq[i] * a.n_ctx * krb + (size_t)kh * khb;
     const uint8_t *vb = (const uint8_t *)a.v + (size_t)a.seq[i] * a.n_ctx * vrb + (size_t)kh * vhb;
     float *cs = (float *)(gq_sm + MP_K * (D + 8)), *qs = cs + D; /* buffer 1's K rows (mp_smem's layout) */
@@ -68,23 +89,25 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
     if constexpr (FUSED) {
         rope_angles(cs, p_last, f.r);
-        mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, 0, p_last - 1);
+        mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, p0, min(pe, p_last - 1));
         cu_dep();
         __syncthreads(); /* the angles */
         for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) qs[e] = rope_elem(qi + (size_t)(e / D) * D, e % D, cs, f.r);
-        const float *kin = f.k + ((size_t)i * a.n_head_kv + kh) * D, *vin = f.v + ((size_t)i * a.n_head_kv + kh) * D;
-        for (int d = threadIdx.x; d < D; d += GQ_THREADS) {
-            const __half kv = __float2half_rn(rope_elem(kin, d, cs, f.r)), vv = __float2half_rn(vin[d]);
-            ((__half *)(kb + (size_t)p_last * krb))[d] = kv;
-            ((__half *)(vb + (size_t)p_last * vrb))[d] = vv;
-            kvr[d] = kv;
-            kvr[D + d] = vv;
+        if (own) {
+            const float *kin = f.k + ((size_t)i * a.n_head_kv + kh) * D, *vin = f.v + ((size_t)i * a.n_head_kv + kh) * D;
+            for (int d = threadIdx.x; d < D; d += GQ_THREADS) {
+                const __half kv = __float2half_rn(rope_elem(kin, d, cs, f.r)), vv = __float2half_rn(vin[d]);
+                ((__half *)(kb + (size_t)p_last * krb))[d] = kv;
+                ((__half *)(vb + (size_t)p_last * vrb))[d] = vv;
+                kvr[d] = kv;
+                kvr[D + d] = vv;
+            }
         }
         __syncthreads(); /* qs and kvr */
         qi = qs;
     } else {
         cu_dep();
-        mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, 0, p_last);
+        mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, p0, pe);
     }
 
     /* rows g and g + 8: query heads kh G + g and kh G + g + 8 of token i (zeros past the group) */
@@ -95,8 +118,8 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
 #pragma unroll
     for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    mp_walk<D, GQ_THREADS>(gq_sm, kb, vb, krb, vrb, p_last, [&](const __half *Ks, const __half *Vs, int k0) {
-        if (FUSED && p_last < k0 + MP_K) { /* the tile of the token's own position (the whole block alike) */
+    mp_walk<D, GQ_THREADS>(gq_sm, kb, vb, krb, vrb, pe, [&](const __half *Ks, const __half *Vs, int k0) {
+        if (FUSED && own && p_last < k0 + MP_K) { /* the tile of the token's own position (the whole block alike) */
             constexpr int LD = D + 8;
             for (int d = threadIdx.x; d < D; d += GQ_THREADS) {
                 ((__half *)Ks)[(p_last - k0) * LD + d] = kvr[d];
@@ -104,9 +127,9 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
             }
             __syncthreads();
         }
-        const int w0 = k0 + 16 * warp; /* the warp's first position: it has one at least (positions are 0 .. p_last) */
-        if (w0 <= p_last) mp_step<D, 2>(Ks, Vs, 16 * warp, k0, w0 + 15 > p_last, p_last, p_last, qf, o, m0, m1, l0, l1);
-    });
+        const int w0 = k0 + 16 * warp; /* the warp's first position: it has one at least (positions are p0 .. pe) */
+        if (w0 <= pe) mp_step<D, 2>(Ks, Vs, 16 * warp, k0, w0 + 15 > pe, pe, pe, qf, o, m0, m1, l0, l1);
+    }, p0);
     mp_sums(l0, l1);
 
     /* the merge: warp w's maxima, sums and outputs (a warp that had no position: -inf, 0, 0) */
@@ -126,6 +149,8 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
         r1[1] = o[j][3];
     }
     __syncthreads();
+    const size_t ci = (size_t)i * a.n_head_kv + kh;
+    float *pt = sp.part + ci * sp.S * G * (D + 2); /* this (token, KV head)'s spans: [S][G][D + 2] */
     for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) {
         const int r = e / D, d = e % D;
         float M = -INFINITY;
@@ -134,14 +159,46 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
         float L = 0.0f, v = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-            const float fw = mp_ex2(mm[w * 16 + r] - M); /* (warp 0 always had position 0: M is finite) */
+            const float fw = mp_ex2(mm[w * 16 + r] - M); /* (warp 0 always had the span's first position: M is finite) */
             L += fw * ll[w * 16 + r];
             v += fw * oo[((size_t)w * 16 + r) * D + d];
+        }
+        if (ns > 1) { /* this span's part */
+            float *pr = pt + ((size_t)split * G + r) * (D + 2);
+            pr[d] = v;
+            if (d == 0) {
+                pr[D] = M;
+                pr[D + 1] = L;
+            }
+            continue;
         }
         const float y = L > 0.0f ? v / L : 0.0f;
         if (FUSED) attn_out(a, f.cd, i, kh * G + r, d, y); /* (a warp: 32 dims of one head) */
         else a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = y;
     }
+    if (ns == 1) return;
+    __threadfence(); /* this span's part, before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) gq_last = atomicAdd(&sp.cnt[ci], 1) == ns - 1;
+    __syncthreads();
+    if (!gq_last) return;
+    __threadfence(); /* the other spans' parts, after their counts */
+    for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) {
+        const int r = e / D, d = e % D;
+        float M = -INFINITY;
+        for (int k = 0; k < ns; k++) M = fmaxf(M, __ldcg(pt + ((size_t)k * G + r) * (D + 2) + D));
+        float L = 0.0f, v = 0.0f;
+        for (int k = 0; k < ns; k++) {
+            const float *pr = pt + ((size_t)k * G + r) * (D + 2);
+            const float fw = mp_ex2(__ldcg(pr + D) - M);
+            L += fw * __ldcg(pr + D + 1);
+            v += fw * __ldcg(pr + d);
+        }
+        const float y = L > 0.0f ? v / L : 0.0f;
+        if (FUSED) attn_out(a, f.cd, i, kh * G + r, d, y);
+        else a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = y;
+    }
+    if (threadIdx.x == 0) sp.cnt[ci] = 0; /* for the next launch */
 }
 
 void cu_attention_gqa_init(cu_state *s) {
@@ -164,13 +221,35 @@ int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_
     return s->attn_gqa_rope && a->n >= s->attn_gqa_rope && gq_shape_ok(a) && r->n_rot >= 0 && r->n_rot <= a->head_dim;
 }
 
+/* The spans a token's context may take (gq_split's S): one, unless OB_CUDA_ATTN_GQA_SPLIT=1 and
+ * the batch's (token, KV head) blocks are fewer than the SMs: then enough for about two blocks an
+ * SM at the longest context, none shorter than GQ_SPAN_MIN; reserves their scratch. */
+static gq_split gq_splits(cu_state *s, const ob_attn_args *a) {
+    const int blocks = a->n * a->n_head_kv;
+    int S = 1;
+    if (s->attn_gqa_split && blocks < s->sm_count) {
+        S = (2 * s->sm_count + blocks - 1) / blocks;
+        const int max_s = (a->n_ctx + GQ_SPAN_MIN - 1) / GQ_SPAN_MIN;
+        S = S > max_s ? max_s : S > GQ_SPLIT_MAX ? GQ_SPLIT_MAX : S;
+        if (S < 1) S = 1;
+    }
+    gq_split sp = {S, NULL, NULL};
+    if (S > 1) {
+        cu_attn_scratch(s, (size_t)a->n * a->n_head * S * (a->head_dim + 2), (size_t)blocks);
+        sp.part = s->attn_part;
+        sp.cnt = s->attn_cnt;
+    }
+    return sp;
+}
+
 template <int D, bool FUSED> static void gq_launch(cu_state *s, const ob_attn_args *a, const gq_rope &f) {
     const int kv_dim = a->n_head_kv * a->head_dim;
     const size_t krb = ob_type_row_size(a->type_k, kv_dim), vrb = ob_type_row_size(a->type_v, kv_dim);
     const size_t khb = ob_type_row_size(a->type_k, a->head_dim), vhb = ob_type_row_size(a->type_v, a->head_dim);
-    const dim3 grid((unsigned)a->n_head_kv, (unsigned)a->n);
+    const gq_split sp = gq_splits(s, a);
+    const dim3 grid((unsigned)a->n_head_kv, (unsigned)a->n, (unsigned)sp.S);
     cu_launch(s, FUSED ? "rope+attention (grouped)" : "attention (grouped)", grid, GQ_THREADS, FUSED ? gq_smem_rope<D>() : gq_smem<D>(),
-              k_attn_gqa<D, FUSED>, *a, krb, vrb, khb, vhb, f);
+              k_attn_gqa<D, FUSED>, *a, krb, vrb, khb, vhb, f, sp);
 }
 
 int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {

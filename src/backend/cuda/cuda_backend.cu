@@ -186,6 +186,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
     const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
     s->attn_gqa_rope = gqr && atoi(gqr) >= 1 ? atoi(gqr) : 0;
+    const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
+    s->attn_gqa_split = gqs && !strcmp(gqs, "1");
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");

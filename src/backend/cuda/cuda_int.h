@@ -138,6 +138,7 @@ typedef struct {
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (opt-in, 0: off): steps of N+ distinct sequences on its fused form (rope_attention) */
+    int attn_gqa_split;    /* OB_CUDA_ATTN_GQA_SPLIT=1 (opt-in): that kernel cuts long contexts into spans (cuda_attn_gqa.cu) */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -313,6 +314,8 @@ void cu_attention_gqa_init(cu_state *s);
 int cu_attention_tiles(cu_state *s, const ob_attn_args *a, const int32_t *host_pos, const int32_t *host_seq);
 /* spans per token of the decode attention (reserves their scratch: s->attn_part, s->attn_cnt) */
 int cu_attn_splits(cu_state *s, const ob_attn_args *a);
+/* that scratch: at least part_floats partial results and counters (zero between launches) */
+void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters);
 /* cuda_layer.cu: one decode layer in one launch (backend.h's layer_decode; l's pos / seq on the
  * device, profiled as one op), 0 without launching anything when the kernel is off or the layer
  * does not suit it */

@@ -73,14 +73,16 @@ __device__ __forceinline__ void mp_tile(__half *sm, int b, const uint8_t *kb, co
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-/* Walks positions 0 .. p_last in tiles: while step(Ks, Vs, k0) computes on one tile (every thread
- * of the block calls it), the next is copied into the other buffer (buffer 1 first, at once). Tile
- * 0 must have been issued into buffer 0 before (mp_tile(sm, 0, ..., 0, p_last), or a smaller bound
- * whose missing rows step puts in itself); ends with the block past a barrier (sm reusable). */
+/* Walks positions k_first .. p_last (k_first a multiple of MP_K) in tiles: while step(Ks, Vs, k0)
+ * computes on one tile (every thread of the block calls it), the next is copied into the other
+ * buffer (buffer 1 first, at once). The first tile must have been issued into buffer 0 before
+ * (mp_tile(sm, 0, ..., k_first, p_last), or a smaller bound whose missing rows step puts in
+ * itself); ends with the block past a barrier (sm reusable). */
 template <int D, int TH, typename F>
-__device__ __forceinline__ void mp_walk(__half *sm, const uint8_t *kb, const uint8_t *vb, size_t krb, size_t vrb, int p_last, F step) {
+__device__ __forceinline__ void mp_walk(__half *sm, const uint8_t *kb, const uint8_t *vb, size_t krb, size_t vrb, int p_last, F step,
+                                        int k_first = 0) {
     constexpr int LD = D + 8;
-    for (int k0 = 0, b = 0; k0 <= p_last; k0 += MP_K, b ^= 1) {
+    for (int k0 = k_first, b = 0; k0 <= p_last; k0 += MP_K, b ^= 1) {
         if (k0 + MP_K <= p_last) {
             mp_tile<D, TH>(sm, b ^ 1, kb, vb, krb, vrb, k0 + MP_K, p_last); /* (its readers passed the last barrier) */
             asm volatile("cp.async.wait_group 1;" ::: "memory");
