@@ -1364,6 +1364,7 @@ OB_SUITE(cuda_kernels) {
             test_rope_attention(gsp, OB_TYPE_F16, style, 64, 64, 1, 3000, 1);
             test_rope_attention(gsp, OB_TYPE_F16, style, 128, 128, 2, 1500, 0);
             test_rope_attention(gsp, OB_TYPE_F16, style, 64, 48, 5, 520, 0);
+            test_rope_attention(gsp, OB_TYPE_F16, style, 64, 64, 1, 2817, 0); /* 12 spans, the last one position: its first tile */
             rope_attn_wo = OB_TYPE_Q4_0;
             test_rope_attention(gsp, OB_TYPE_F16, style, 128, 128, 3, 2000, 0); /* codes from the merging span */
             rope_attn_wo = -1;

@@ -51,8 +51,9 @@ struct gq_rope {
 
 /* A token's context in spans of whole tiles (OB_CUDA_ATTN_GQA_SPLIT=1, opt-in: the grid's third
  * dimension, S, fixed by the shapes so that a recorded step stays right as the context grows):
- * ns of the S blocks take a span each, none shorter than GQ_SPAN_MIN positions but the last, the
- * blocks past ns end at once; with one span the block writes the output itself, else each writes
+ * ns of the S blocks take a span each (whole tiles, about the context over ns; ns at most the
+ * context over GQ_SPAN_MIN, so spans of 192 positions and up but the last, which may hold one),
+ * the blocks past ns end at once; with one span the block writes the output itself, else each writes
  * its rows' (unnormalized outputs, max, sum) to part and counts itself on cnt (one counter a
  * (token, KV head), 0 between launches), and the last to arrive merges them in span order. */
 #define GQ_SPAN_MIN 256
@@ -183,18 +184,25 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     __syncthreads();
     if (!gq_last) return;
     __threadfence(); /* the other spans' parts, after their counts */
-    for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) {
-        const int r = e / D, d = e % D;
-        float M = -INFINITY;
+    float *wt = (float *)gq_sm, *lt = wt + GQ_MAXG * GQ_SPLIT_MAX; /* each row's span weights and sum */
+    if (threadIdx.x < G) {
+        const int r = threadIdx.x;
+        float M = -INFINITY, L = 0.0f;
         for (int k = 0; k < ns; k++) M = fmaxf(M, __ldcg(pt + ((size_t)k * G + r) * (D + 2) + D));
-        float L = 0.0f, v = 0.0f;
         for (int k = 0; k < ns; k++) {
             const float *pr = pt + ((size_t)k * G + r) * (D + 2);
             const float fw = mp_ex2(__ldcg(pr + D) - M);
+            wt[r * GQ_SPLIT_MAX + k] = fw;
             L += fw * __ldcg(pr + D + 1);
-            v += fw * __ldcg(pr + d);
         }
-        const float y = L > 0.0f ? v / L : 0.0f;
+        lt[r] = L;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += GQ_THREADS) {
+        const int r = e / D, d = e % D;
+        float v = 0.0f;
+        for (int k = 0; k < ns; k++) v += wt[r * GQ_SPLIT_MAX + k] * __ldcg(pt + ((size_t)k * G + r) * (D + 2) + d);
+        const float L = lt[r], y = L > 0.0f ? v / L : 0.0f;
         if (FUSED) attn_out(a, f.cd, i, kh * G + r, d, y);
         else a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = y;
     }
@@ -230,7 +238,8 @@ static gq_split gq_splits(cu_state *s, const ob_attn_args *a) {
     if (s->attn_gqa_split && blocks < s->sm_count) {
         S = (2 * s->sm_count + blocks - 1) / blocks;
         const int max_s = (a->n_ctx + GQ_SPAN_MIN - 1) / GQ_SPAN_MIN;
-        S = S > max_s ? max_s : S > GQ_SPLIT_MAX ? GQ_SPLIT_MAX : S;
+        if (S > max_s) S = max_s;
+        if (S > GQ_SPLIT_MAX) S = GQ_SPLIT_MAX; /* (the merge's weights in shared memory) */
         if (S < 1) S = 1;
     }
     gq_split sp = {S, NULL, NULL};
