@@ -75,6 +75,14 @@ static ob_backend *gpu_new_with(const char *var, const char *val) {
     return b;
 }
 
+/* The same with several: env holds names and values, NULL after the last. */
+static ob_backend *gpu_new_env(const char *const *env) {
+    for (int k = 0; env[k]; k += 2) setenv(env[k], env[k + 1], 1);
+    ob_backend *b = gpu_new();
+    for (int k = 0; env[k]; k += 2) unsetenv(env[k]);
+    return b;
+}
+
 static void gpu_free(ob_backend *b) {
     b->free(b);
     free(b);
@@ -1314,9 +1322,8 @@ OB_SUITE(cuda_kernels) {
     /* the grouped kernel's fused form (OB_CUDA_ATTN_GQA_ROPE=1, opt-in) against rope_kv and the
      * grouped kernel (OB_CUDA_ATTN_GQA=1 on the same backend): the same bits, outputs and caches;
      * with a `wo` after it, its codes against the quantizer's */
-    setenv("OB_CUDA_ATTN_GQA", "1", 1);
-    ob_backend *gr = gpu_new_with("OB_CUDA_ATTN_GQA_ROPE", "1");
-    unsetenv("OB_CUDA_ATTN_GQA");
+    static const char *const env_rope[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "1", NULL};
+    ob_backend *gr = gpu_new_env(env_rope);
     CHECK(gr != NULL);
     for (int style = 0; gr && style < 2; style++) {
         test_rope_attention(gr, OB_TYPE_F16, style, 64, 64, 1, 7, 0);
@@ -1346,13 +1353,10 @@ OB_SUITE(cuda_kernels) {
     /* long contexts cut into spans (OB_CUDA_ATTN_GQA_SPLIT=1, opt-in): the grouped kernel against
      * the CPU (decode batches, one span and many; a prompt chunk), its fused form against rope_kv
      * + it (the same spans: the same bits) */
-    setenv("OB_CUDA_ATTN_GQA", "1", 1);
-    setenv("OB_CUDA_ATTN_GQA_ROPE", "1", 1);
-    ob_backend *gsp = gpu_new_with("OB_CUDA_ATTN_GQA_SPLIT", "1");
-    unsetenv("OB_CUDA_ATTN_GQA");
-    unsetenv("OB_CUDA_ATTN_GQA_ROPE");
-    CHECK(gsp != NULL);
-    if (gsp) {
+    static const char *const env_split[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "1", "OB_CUDA_ATTN_GQA_SPLIT", "1", NULL};
+    ob_backend *gsp = gpu_new_env(env_split);
+    if (!gsp) CHECK(0);
+    else {
         attn_tol = 5e-3;
         test_kv_attention(gsp, c, OB_TYPE_F16, 64, 3000, 1, 0);
         test_kv_attention(gsp, c, OB_TYPE_F16, 128, 3000, 3, 0);
@@ -1371,9 +1375,8 @@ OB_SUITE(cuda_kernels) {
         }
         gpu_free(gsp);
     }
-    setenv("OB_CUDA_ATTN_GQA", "0", 1); /* prompts on the split kernel, not the grouped one */
-    ob_backend *gs = gpu_new_with("OB_CUDA_ATTN_TILES", "0");
-    unsetenv("OB_CUDA_ATTN_GQA");
+    static const char *const env_tiles0[] = {"OB_CUDA_ATTN_TILES", "0", "OB_CUDA_ATTN_GQA", "0", NULL}; /* the split kernel, not the grouped one */
+    ob_backend *gs = gpu_new_env(env_tiles0);
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
     if (gs) gpu_free(gs);
