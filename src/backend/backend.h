@@ -194,6 +194,8 @@ int ob_cuda_q8_selftest(char *report, size_t cap);
 long ob_cuda_graph_replays(void);
 /* Products that read a kept f16 copy of their weight (unless OB_CUDA_F16_COPY=0), every backend (tests). */
 long ob_cuda_f16_copy_reads(void);
+/* Decode GLU launches that made their output's int8 codes (OB_CUDA_GLU_CODES=1), every backend (tests). */
+long ob_cuda_glu_codes_made(void);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);

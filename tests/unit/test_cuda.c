@@ -495,6 +495,44 @@ static long f16_reads(void) {
 #endif
 }
 
+/* GLU launches that made their output's codes so far (likewise). */
+static long glu_codes_made(void) {
+#ifdef OB_CUDA
+    return ob_cuda_glu_codes_made();
+#else
+    return 0;
+#endif
+}
+
+/* The decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1, on g): matmul_glu of n tokens then
+ * the down weight (n_in = the GLU's n_out) reading its output, against the same down product of a
+ * copy of that output (the quantizer's codes): the same bits (no random row lies on an int8
+ * grid), for GLU widths that split a 32-element block over several blocks of the launch; on 0:
+ * g makes none. */
+static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff, int on) {
+    static const int ns[] = {1, 3, 8, 17, 32};
+    ob_weight gw = fused_weight(g, type, n_in, n_ff), uw = fused_weight(g, type, n_in, n_ff), dw = fused_weight(g, type, n_ff, n_in);
+    for (int k = 0; k < 5; k++) {
+        const int n = ns[k];
+        const size_t nx = (size_t)n * n_in, nf = (size_t)n * n_ff;
+        float *x = randf(nx, 1.0f);
+        void *dx = dev_copy(g, x, nx * 4), *gate = dev_nan(g, nf), *up = dev_nan(g, nf), *g2 = dev_nan(g, nf);
+        void *ya = dev_nan(g, nx), *yb = dev_nan(g, nx);
+        const long made = glu_codes_made();
+        g->matmul_glu(g, OB_ACT_SILU, &gw, &uw, dx, gate, up, n);
+        g->matmul(g, &dw, gate, ya, n);
+        CHECK(glu_codes_made() == made + on); /* (off: the quantizer runs before the down product) */
+        g->copy(g, g2, gate, nf * 4);
+        g->matmul(g, &dw, g2, yb, n);
+        cmp_exact(g, ya, yb, nx, "glu codes", type, n);
+        void *bufs[] = {dx, gate, up, g2, ya, yb};
+        for (int i = 0; i < 6; i++) g->dealloc(g, bufs[i]);
+        free(x);
+    }
+    const ob_weight *ws[] = {&gw, &uw, &dw};
+    for (int i = 0; i < 3; i++) g->dealloc(g, (void *)ws[i]->data);
+}
+
 /* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
  * (the second of two: the first makes the copy) and are the per-call dequantization's bits, every
  * type; in a step of distinct sequences (gd: g0 with OB_CUDA_GEMV_MAX=4, step_kind(1) on both),
@@ -1173,6 +1211,16 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 0);
+    ob_backend *gcodes = gpu_new_with("OB_CUDA_GLU_CODES", "1");
+    CHECK(gcodes != NULL);
+    if (gcodes) {
+        check_glu_codes(gcodes, OB_TYPE_Q4_0, 512, 1024, 1);
+        check_glu_codes(gcodes, OB_TYPE_Q4_K, 2048, 2816, 1);
+        check_glu_codes(gcodes, OB_TYPE_TQ2_0, 768, 1536, 1);
+        check_glu_codes(gcodes, OB_TYPE_Q8_0, 2048, 8192, 1);
+        gpu_free(gcodes);
+    }
     test_gv_hold(g);
     test_layer(g);
     test_row_ops(g, c);
@@ -1631,6 +1679,14 @@ static void test_attn_codes_engine(void) {
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
 }
 
+/* The engine with the decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1) and the quantizer's:
+ * the same logits, bit for bit (BitNet's sub-norm comes between: its codes go unused there). */
+static void test_glu_codes_engine(void) {
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
+}
+
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
  * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
@@ -1670,6 +1726,7 @@ OB_SUITE(cuda_golden) {
     test_rows_wpre_engine();
     test_gv_hold_engine();
     test_attn_codes_engine();
+    test_glu_codes_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

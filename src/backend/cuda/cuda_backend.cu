@@ -186,6 +186,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
     const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
     s->attn_gqa_rope = gqr && atoi(gqr) >= 1 ? atoi(gqr) : 0;
+    const char *glc = getenv("OB_CUDA_GLU_CODES");
+    s->glu_codes = glc && !strcmp(glc, "1");
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
     s->attn_gqa_split = gqs && !strcmp(gqs, "1");
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
@@ -226,7 +228,7 @@ static void cu_free(ob_backend *b) {
     free(s->allocs);
     for (int i = 0; i < s->n_f16c; i++) cudaFree(s->f16c[i].h);
     free(s->f16c);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -367,9 +369,9 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
-    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
-    xq_forget_if(s, gate, (size_t)n * g->n_out);
+    xq_forget_if(s, gate, (size_t)n * g->n_out); /* (before: the op may tag its output's codes) */
     xq_forget_if(s, up, (size_t)n * u->n_out);
+    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {

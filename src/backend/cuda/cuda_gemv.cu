@@ -61,6 +61,9 @@ struct gv_args {
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
+    int8_t *cq;       /* GLU with OB_CUDA_GLU_CODES: the output's codes [n][n_out] and scales (NULL: none), */
+    float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
+    int *ccnt;        /* [n][n_out / 32], 0 between launches */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -259,6 +262,35 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
+/* The GLU output's int8 codes for ffn_down (OB_CUDA_GLU_CODES=1): a 32-element block of outputs
+ * spans the rows of several blocks, so each block counts the rows it wrote into each of its blocks
+ * (one counter a token and 32-element block) and the one that completes a block makes its codes
+ * from memory (quant_elem: the quantizer's block mode, the attention's codes' one difference: a
+ * row on the int8 grid of its max would get one scale there; a GLU output is not one). Called by
+ * the whole block after its outputs of tokens t0 .. t0 + nt - 1 (rows r0 .. r0 + nr - 1, at most
+ * 32, of n_out, a multiple of 32). */
+template <int NT>
+__device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, int r0, int nr, int t0, int nt) {
+    __shared__ int fin[2 * NT]; /* (token, 32-element block) pairs this block completed */
+    const int tid = threadIdx.x, lane = tid & 31, nb = J.n_out >> 5, b_lo = r0 >> 5, ng = ((r0 + nr - 1) >> 5) - b_lo + 1;
+    __threadfence(); /* the outputs, before their counts */
+    __syncthreads();
+    if (tid < nt * ng) {
+        const int t = tid / ng, b = b_lo + tid % ng;
+        const int lo = r0 > 32 * b ? r0 : 32 * b, hi = r0 + nr < 32 * b + 32 ? r0 + nr : 32 * b + 32;
+        fin[tid] = atomicAdd(&a.ccnt[(size_t)(t0 + t) * nb + b], hi - lo) + (hi - lo) == 32;
+    }
+    __syncthreads();
+    for (int k = tid >> 5; k < nt * ng; k += GV_THREADS / 32)
+        if (fin[k]) { /* the whole warp: lane = element of the block */
+            const int t = k / ng, b = b_lo + k % ng;
+            __threadfence(); /* the other blocks' outputs, after their counts */
+            const size_t row = (size_t)(t0 + t) * J.n_out;
+            quant_elem(__ldcg(J.y + row + 32 * b + lane), 32 * b + lane, 0.0f, 0.0f, false, a.cq + row, a.cxs + (size_t)(t0 + t) * nb);
+            if (lane == 0) a.ccnt[(size_t)(t0 + t) * nb + b] = 0; /* for the next launch */
+        }
+}
+
 /* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
  * gv_hold4 picks for rows of three or four a lane (its own registers). */
 template <int T, int NT, int RMAX, int HS>
@@ -299,6 +331,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
             }
             gv_out(yp, a.ep, a.relu2, v, u);
         }
+        if (glu && a.cq) gv_glu_codes<NT>(a, J, r0, nr, t0, nt);
         __syncthreads(); /* red is reused by the next token group */
     }
 }
@@ -459,6 +492,9 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
     else fallback_launch<T, 8, 2>(s, a, vec);
 }
 
+static long glu_codes_made; /* GLU launches that made their output's codes, every backend of the process (tests) */
+extern "C" long ob_cuda_glu_codes_made(void) { return __atomic_load_n(&glu_codes_made, __ATOMIC_RELAXED); }
+
 int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n) {
     if (n > CU_GEMV_MAX) return 0;
     const int with_copy = s->gemv_max < s->gemv_copy_max ? s->gemv_max : s->gemv_copy_max; /* the limit once w has a copy */
@@ -494,7 +530,27 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
+    /* the output's codes for ffn_down, into the second codes buffer (the first holds x's) */
+    const int codes = s->glu_codes && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX;
+    if (codes) {
+        const size_t nc = ((size_t)n * g->n_out + 15) & ~(size_t)15, nb = (size_t)n * g->n_out / 32;
+        cu_reserve(s, &s->xq2, &s->xq2_cap, nc + nb * sizeof(float2) + 16);
+        cu_attn_scratch(s, 0, nb); /* the counters (shared with the attention's: 0 between launches) */
+        a.cq = (int8_t *)s->xq2;
+        a.cxs = (float2 *)((uint8_t *)s->xq2 + nc);
+        a.ccnt = s->attn_cnt;
+    }
     gv_run(s, g->type, a);
+    if (codes) { /* xq now holds the output's codes */
+        void *b = s->xq;
+        const size_t c = s->xq_cap;
+        s->xq = s->xq2;
+        s->xq_cap = s->xq2_cap;
+        s->xq2 = b;
+        s->xq2_cap = c;
+        __atomic_add_fetch(&glu_codes_made, 1, __ATOMIC_RELAXED);
+        cu_xq_tag(s, out, n, (int)g->n_out);
+    }
     return 1;
 }
 

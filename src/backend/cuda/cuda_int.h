@@ -91,6 +91,8 @@ typedef struct {
     size_t xrot_cap;
     void *xq;              /* [xq_cap bytes]: activations as int8 codes + block scales (cuda_gemv.cu) */
     size_t xq_cap;
+    void *xq2;             /* [xq2_cap bytes]: a second such buffer, for codes a matmul makes of its output while it */
+    size_t xq2_cap;        /* reads its input's from xq (GLU codes); the two are swapped after that launch */
     const float *xq_src;   /* xq holds the codes of xq_src[xq_n][xq_dim] (NULL: of nothing); every op */
     int xq_n, xq_dim;      /* that may write memory forgets it (cu_xq_tag(s, NULL, ...)) */
     float *ytmp;           /* [ytmp_cap bytes]: a matmul's output before it is added (fallback of matmul_add) */
@@ -108,6 +110,7 @@ typedef struct {
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
+    int glu_codes;         /* OB_CUDA_GLU_CODES=1 (opt-in): the decode GLU makes its output's int8 codes for ffn_down (cuda_gemv.cu) */
     int gv_hold;           /* one token's int8 decode matmul: the lanes' codes in registers, two rows at a time
                             * (cuda_gemv.cu, gv_rows_q8_held). 1 (default): up to two sub-blocks a lane, and
                             * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
