@@ -196,6 +196,8 @@ long ob_cuda_graph_replays(void);
 long ob_cuda_f16_copy_reads(void);
 /* Decode GLU launches that made their output's int8 codes (OB_CUDA_GLU_CODES=1), every backend (tests). */
 long ob_cuda_glu_codes_made(void);
+/* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
+long ob_cuda_codes_handed(void);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);

@@ -495,7 +495,8 @@ static long f16_reads(void) {
 #endif
 }
 
-/* GLU launches that made their output's codes so far (likewise). */
+/* GLU launches that made their output's codes so far, and products that read codes their input's
+ * producer made (likewise). */
 static long glu_codes_made(void) {
 #ifdef OB_CUDA
     return ob_cuda_glu_codes_made();
@@ -503,12 +504,19 @@ static long glu_codes_made(void) {
     return 0;
 #endif
 }
+static long codes_handed(void) {
+#ifdef OB_CUDA
+    return ob_cuda_codes_handed();
+#else
+    return 0;
+#endif
+}
 
-/* The decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1, on g): matmul_glu of n tokens then
- * the down weight (n_in = the GLU's n_out) reading its output, against the same down product of a
- * copy of that output (the quantizer's codes): the same bits (no random row lies on an int8
- * grid), for GLU widths that split a 32-element block over several blocks of the launch; on 0:
- * g makes none. */
+/* The decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1, on g; one token): matmul_glu of n
+ * tokens then the down weight (n_in = the GLU's n_out) reading its output, against the same down
+ * product of a copy of that output (the quantizer's codes): the same bits (no random row lies on an
+ * int8 grid), for GLU widths that split a 32-element block over several blocks of the launch; the
+ * down product read the GLU's codes (counted); on 0: g makes none. */
 static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff, int on) {
     static const int ns[] = {1, 3, 8, 17, 32};
     ob_weight gw = fused_weight(g, type, n_in, n_ff), uw = fused_weight(g, type, n_in, n_ff), dw = fused_weight(g, type, n_ff, n_in);
@@ -520,8 +528,11 @@ static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff,
         void *ya = dev_nan(g, nx), *yb = dev_nan(g, nx);
         const long made = glu_codes_made();
         g->matmul_glu(g, OB_ACT_SILU, &gw, &uw, dx, gate, up, n);
+        const long handed = codes_handed();
         g->matmul(g, &dw, gate, ya, n);
-        CHECK(glu_codes_made() == made + on); /* (off: the quantizer runs before the down product) */
+        const int want = on && n == 1; /* one token only; off: the quantizer runs before the down product */
+        CHECK(glu_codes_made() == made + want);
+        CHECK(codes_handed() == handed + want); /* the down product read them */
         g->copy(g, g2, gate, nf * 4);
         g->matmul(g, &dw, g2, yb, n);
         cmp_exact(g, ya, yb, nx, "glu codes", type, n);
@@ -1682,9 +1693,11 @@ static void test_attn_codes_engine(void) {
 /* The engine with the decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1) and the quantizer's:
  * the same logits, bit for bit (BitNet's sub-norm comes between: its codes go unused there). */
 static void test_glu_codes_engine(void) {
+    const long made = glu_codes_made();
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
+    CHECK(glu_codes_made() > made); /* (the path ran: eager steps count, recorded replays do not) */
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the

@@ -248,11 +248,16 @@ void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
     *scales = (float2 *)((uint8_t *)s->xq + nc);
 }
 
+static long xq_handed; /* products that read codes their input's producer made, every backend (tests) */
+extern "C" long ob_cuda_codes_handed(void) { return __atomic_load_n(&xq_handed, __ATOMIC_RELAXED); }
+
 void cu_xq_codes(cu_state *s, const float *x, int n, int dim, int8_t **codes, float2 **scales) {
     cu_xq_bufs(s, n, dim, codes, scales);
     if (s->xq_src != x || s->xq_n != n || s->xq_dim != dim) {
         cu_quant_rows(s, x, n, dim, *codes, *scales);
         cu_xq_tag(s, x, n, dim);
+    } else {
+        __atomic_add_fetch(&xq_handed, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -293,7 +298,9 @@ __device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, 
 
 /* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
  * gv_hold4 picks for rows of three or four a lane (its own registers). */
-template <int T, int NT, int RMAX, int HS>
+/* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
+ * others' registers stay as they were) */
+template <int T, int NT, int RMAX, int HS, bool CODES>
 __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -331,7 +338,7 @@ __global__ void __launch_bounds__(GV_THREADS) k_gv(const gv_args a) {
             }
             gv_out(yp, a.ep, a.relu2, v, u);
         }
-        if (glu && a.cq) gv_glu_codes<NT>(a, J, r0, nr, t0, nt);
+        if constexpr (CODES) gv_glu_codes<NT>(a, J, r0, nr, t0, nt);
         __syncthreads(); /* red is reused by the next token group */
     }
 }
@@ -370,18 +377,18 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, int HS = 2> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX, int HS = 2, bool CODES = false> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS>, a.rb, weights, rows, RMAX);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES>, a.rb, weights, rows, RMAX);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS>, a);
+    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES>, a);
 }
 
 /* Nonzero when one token's rows of n_in values go to the instance that holds three or four
@@ -403,6 +410,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xq = q;
         a.xs = xs;
     }
+    if constexpr (cu_q8_type(T))
+        if (a.cq) return gv_launch<T, 1, 16, 2, true>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
@@ -530,8 +539,10 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
-    /* the output's codes for ffn_down, into the second codes buffer (the first holds x's) */
-    const int codes = s->glu_codes && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX;
+    /* the output's codes for ffn_down, into the second codes buffer (the first holds x's): one
+     * token, on the instance that holds two sub-blocks a lane (the held4 one keeps its registers) */
+    const int codes = s->glu_codes && n == 1 && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX &&
+                      !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in));
     if (codes) {
         const size_t nc = ((size_t)n * g->n_out + 15) & ~(size_t)15, nb = (size_t)n * g->n_out / 32;
         cu_reserve(s, &s->xq2, &s->xq2_cap, nc + nb * sizeof(float2) + 16);
