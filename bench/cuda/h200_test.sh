@@ -21,6 +21,7 @@
 #            reports, their source pages as CSV and the lines with the most samples
 #            (bench/cuda/ncu_lines.py)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
+# NOTEST=1 skips `make test-cuda` (a later call on the same machine).
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,8 @@ export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PA
 make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 [ -f /tmp/bg.log ] || LLAMA=${LLAMA:-1} setsid nohup sh bench/cuda/h200_setup.sh >/tmp/bg.log 2>&1 < /dev/null &
 /usr/local/cuda/bin/nvcc -O2 -o build/copybw bench/cuda/copybw.cu && ./build/copybw | tee $OUT/copybw.txt
-timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
+# NOTEST=1: a later call on the same machine (the tests ran in the first)
+[ "$NOTEST" = 1 ] || timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
 M=/tmp/m
 # every GGUF is written to NAME.tmp and renamed when complete, so a file that exists is whole
 waitfor() { i=0; while [ ! -f $M/$1 ] && [ $i -lt 240 ]; do sleep 1; i=$((i+1)); done; }
