@@ -1651,6 +1651,75 @@ static void test_graphs(void) {
     remove(out);
 }
 
+/* max |a - b| over n against rel x max(1, max |b|); says what, with verbose output or when over */
+static int logits_near(const float *a, const float *b, size_t n, double rel, const char *what) {
+    double d = max_abs_diff(a, b, n), top = 1.0;
+    for (size_t i = 0; i < n; i++) top = fabs(b[i]) > top ? fabs(b[i]) : top;
+    if (d > rel * top || ob_test_verbose) fprintf(stderr, "  %s: max|diff| %.3g (at most %.3g)\n", what, d, rel * top);
+    return d <= rel * top;
+}
+
+/* A random Llama-shaped model of the grouped attention's shapes (head size 64, 8 query heads on 2
+ * KV heads; the golden models' heads are 16 and 32, which it never takes), through the engine:
+ * wide steps with the default (the grouped kernel for steps of 5+ distinct sequences) recorded
+ * against eager (1e-5) and against the split kernel (OB_CUDA_ATTN_GQA=0: f16 q and P against f32,
+ * within 2e-2 of the largest logit); token by token through two sequences past 300 positions,
+ * the opt-ins: the fused form (OB_CUDA_ATTN_GQA_ROPE=1) against rope_kv + the grouped kernel
+ * (both with OB_CUDA_ATTN_GQA=1), with and without spans (OB_CUDA_ATTN_GQA_SPLIT=1 on both), and
+ * the GLU's codes (OB_CUDA_GLU_CODES=1) against the default: the same logits, bit for bit. */
+static void test_grouped_engine(void) {
+    char cfg[256], out[256];
+    snprintf(cfg, sizeof cfg, "%s/cuda-grouped.json", ob_test_tmpdir());
+    snprintf(out, sizeof out, "%s/cuda-grouped.gguf", ob_test_tmpdir());
+    FILE *f = fopen(cfg, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 256, \"intermediate_size\": 512,"
+               " \"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 64,"
+               " \"vocab_size\": 320, \"max_position_embeddings\": 1024, \"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0,"
+               " \"bos_token_id\": 318, \"eos_token_id\": 319, \"tie_word_embeddings\": false}\n");
+    fclose(f);
+    char *argv[] = {"convert", "--random", cfg, "-o", out, "--type", "q4_0", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(7, argv), 0);
+    remove(cfg);
+    size_t r0 = 0, r1 = 0, r2 = 0;
+    int n0 = 0, n1 = 0, n2 = 0;
+    float *we = decode_wide(out, "OB_CUDA_GRAPH", "0", 1, &r0, &n0), *wg = decode_wide(out, NULL, NULL, 1, &r1, &n1);
+    float *ws = decode_wide(out, "OB_CUDA_ATTN_GQA", "0", 1, &r2, &n2);
+    CHECK(we && wg && ws && r0 == r1 && r1 == r2 && n0 == n1 && n1 == n2);
+    if (we && wg && ws && r0 == r1 && r1 == r2 && n0 == n1 && n1 == n2) {
+        CHECK(logits_near(wg, we, r0 * (size_t)n0, 1e-5, "cuda grouped attention, wide steps: recorded vs eager"));
+        CHECK(logits_near(wg, ws, r0 * (size_t)n0, 2e-2, "cuda grouped attention vs the split kernel, wide steps"));
+    }
+    free(we);
+    free(wg);
+    free(ws);
+    const int steps = 300;
+    static const char *const split_vals[2] = {"0", "1"};
+    for (int sp = 0; sp < 2; sp++) {
+        setenv("OB_CUDA_ATTN_GQA", "1", 1);
+        setenv("OB_CUDA_ATTN_GQA_SPLIT", split_vals[sp], 1);
+        int a0 = 0, a1 = 0;
+        float *base = ob_test_decode_two(out, "cuda", NULL, NULL, steps, &a0);
+        float *fused = ob_test_decode_two(out, "cuda", "OB_CUDA_ATTN_GQA_ROPE", "1", steps, &a1);
+        unsetenv("OB_CUDA_ATTN_GQA");
+        unsetenv("OB_CUDA_ATTN_GQA_SPLIT");
+        CHECK(base && fused && a0 == a1);
+        if (base && fused && a0 == a1)
+            CHECK(logits_near(fused, base, (size_t)2 * (steps + 1) * a0, 0.0,
+                              sp ? "cuda fused grouped attention with spans vs rope_kv + grouped" : "cuda fused grouped attention vs rope_kv + grouped"));
+        free(base);
+        free(fused);
+    }
+    int c0 = 0, c1 = 0;
+    float *plain = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &c0), *codes = ob_test_decode_two(out, "cuda", "OB_CUDA_GLU_CODES", "1", 60, &c1);
+    CHECK(plain && codes && c0 == c1);
+    if (plain && codes && c0 == c1) CHECK(logits_near(codes, plain, (size_t)2 * 61 * c0, 0.0, "cuda GLU codes vs the quantizer's"));
+    free(plain);
+    free(codes);
+    remove(out);
+}
+
 /* The engine with the whole-layer kernel (OB_CUDA_LAYER=1) and without (the default): the same
  * logits, bit for bit, token by token through two interleaved sequences (recorded steps, spans of
  * attention). */
@@ -1740,6 +1809,7 @@ OB_SUITE(cuda_golden) {
     test_gv_hold_engine();
     test_attn_codes_engine();
     test_glu_codes_engine();
+    test_grouped_engine();
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),
