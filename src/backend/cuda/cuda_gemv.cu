@@ -239,13 +239,23 @@ __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base
                 for (int t = 0; t < NT; t++) red[warp][r * NT + t] = 0.0f;
 }
 
+/* A codes buffer of n rows of dim reserved in *buf: the codes [n][dim] (rounded up to 16 bytes),
+ * then the block scales [n][dim / 32], then 16 spare bytes (staging copies whole 16-byte words). */
+static size_t xq_size(int n, int dim, size_t *nc) {
+    *nc = ((size_t)n * dim + 15) & ~(size_t)15;
+    return *nc + (size_t)n * dim / 32 * sizeof(float2) + 16;
+}
+static void xq_reserve(cu_state *s, void **buf, size_t *cap, int n, int dim, int8_t **codes, float2 **scales) {
+    size_t nc;
+    cu_reserve(s, buf, cap, xq_size(n, dim, &nc));
+    *codes = (int8_t *)*buf;
+    *scales = (float2 *)((uint8_t *)*buf + nc);
+}
+
 void cu_xq_bufs(cu_state *s, int n, int dim, int8_t **codes, float2 **scales) {
-    const size_t nc = ((size_t)n * dim + 15) & ~(size_t)15, nb = (size_t)n * dim / 32;
-    const size_t need = nc + nb * sizeof(float2) + 16; /* + 16: staging copies whole 16-byte words */
-    if (need > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
-    cu_reserve(s, &s->xq, &s->xq_cap, need);
-    *codes = (int8_t *)s->xq;
-    *scales = (float2 *)((uint8_t *)s->xq + nc);
+    size_t nc;
+    if (xq_size(n, dim, &nc) > s->xq_cap) cu_xq_tag(s, NULL, 0, 0); /* a new buffer holds nothing yet */
+    xq_reserve(s, &s->xq, &s->xq_cap, n, dim, codes, scales);
 }
 
 static long xq_handed; /* products that read codes their input's producer made, every backend (tests) */
@@ -544,11 +554,8 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     const int codes = s->glu_codes && n == 1 && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX &&
                       !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in));
     if (codes) {
-        const size_t nc = ((size_t)n * g->n_out + 15) & ~(size_t)15, nb = (size_t)n * g->n_out / 32;
-        cu_reserve(s, &s->xq2, &s->xq2_cap, nc + nb * sizeof(float2) + 16);
-        cu_attn_scratch(s, 0, nb); /* the counters (shared with the attention's: 0 between launches) */
-        a.cq = (int8_t *)s->xq2;
-        a.cxs = (float2 *)((uint8_t *)s->xq2 + nc);
+        xq_reserve(s, &s->xq2, &s->xq2_cap, n, (int)g->n_out, &a.cq, &a.cxs);
+        cu_attn_scratch(s, 0, (size_t)n * g->n_out / 32); /* the counters (shared with the attention's: 0 between launches) */
         a.ccnt = s->attn_cnt;
     }
     gv_run(s, g->type, a);

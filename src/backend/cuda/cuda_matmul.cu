@@ -174,15 +174,19 @@ static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void
 
 /* x as the weight's dot products need it: lean4 rows are stored rotated, so x is rotated the
  * same way (into scratch shared by every lean4 weight of the same input). */
+/* the tags that name xrot (its codes, its f16 copy): stale once it moves or is rewritten */
+static void xrot_forget(cu_state *s) {
+    if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0);
+    if (s->xc_src == s->xrot) cu_xc_tag(s, NULL, 0, 0);
+}
+
 static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, int n) {
     if (w->type != OB_TYPE_LEAN4) return x;
     size_t need = (size_t)n * (size_t)w->n_in;
-    if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* (before the buffer may move) */
-    if (s->xc_src == s->xrot) cu_xc_tag(s, NULL, 0, 0);
+    xrot_forget(s); /* (before the buffer may move) */
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
     cu_launch(s, "lean4 rotate", (unsigned)(need / 128), 128, 0, k_lean_rotate, x, s->xrot, (int64_t)(need / 128));
-    if (s->xq_src == s->xrot) cu_xq_tag(s, NULL, 0, 0); /* the codes were of xrot's previous contents */
-    if (s->xc_src == s->xrot) cu_xc_tag(s, NULL, 0, 0);
+    xrot_forget(s); /* (its previous contents) */
     return s->xrot;
 }
 
