@@ -64,6 +64,14 @@ struct gq_split {
     int *cnt;    /* [n][n_head_kv] */
 };
 
+/* Output element d of query head h, token i: stored, and in the fused form its code too (attn_out:
+ * every lane of the warp, 32 dims of one head). */
+template <int D, bool FUSED>
+__device__ __forceinline__ void gq_out(const ob_attn_args &a, const gq_rope &f, int i, int h, int d, float y) {
+    if (FUSED) attn_out(a, f.cd, i, h, d, y);
+    else a.out[((size_t)i * a.n_head + h) * D + d] = y;
+}
+
 /* FUSED (cu_rope_attention_gqa): before the wait, the token's angles and the first tile's rows
  * before its own position (written by earlier steps: the kernels before the previous one have
  * ended, cu_dep); after it, the group's query heads rotated into shared memory and, in the span
@@ -174,8 +182,7 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
             continue;
         }
         const float y = L > 0.0f ? v / L : 0.0f;
-        if (FUSED) attn_out(a, f.cd, i, kh * G + r, d, y); /* (a warp: 32 dims of one head) */
-        else a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = y;
+        gq_out<D, FUSED>(a, f, i, kh * G + r, d, y);
     }
     if (ns == 1) return;
     __threadfence(); /* this span's part, before its count */
@@ -203,8 +210,7 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
         float v = 0.0f;
         for (int k = 0; k < ns; k++) v += wt[r * GQ_SPLIT_MAX + k] * __ldcg(pt + ((size_t)k * G + r) * (D + 2) + d);
         const float L = lt[r], y = L > 0.0f ? v / L : 0.0f;
-        if (FUSED) attn_out(a, f.cd, i, kh * G + r, d, y);
-        else a.out[((size_t)i * a.n_head + (size_t)kh * G + r) * D + d] = y;
+        gq_out<D, FUSED>(a, f, i, kh * G + r, d, y);
     }
     if (threadIdx.x == 0) sp.cnt[ci] = 0; /* for the next launch */
 }
