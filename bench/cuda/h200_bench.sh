@@ -2,13 +2,14 @@
 # GPU calls 2 and 3 of the H200 run (docs/bench.md, "H200 (CUDA)"), on the machine h200_test.sh
 # left warm. `tables`: waits for h200_setup.sh (llama.cpp's CUDA build and the models), then
 # 1bit bench --device cuda and llama-bench -ngl 99 -fa on on the same files (tg128, pp512,
-# pp4096; 3 repetitions, engines alternating per file). `serve`: the transformers baseline and
+# pp4096; 3 repetitions, engines alternating per file; FILES="..." for fewer, waiting only for
+# those and llama.cpp's build). `serve`: the transformers baseline and
 # serving throughput (1bit serve vs llama-server, 64 slots each, the same 1B Q4_0 file,
 # 1bit bench --url --compare at 1/8/32/64 streams). `serveab`: the same sweep, 1bit's build/
 # against build-b/ of `h200_test.sh abbuild DEFS` (a build option, e.g. -DOB_CUDA_LD16=0). `batched`:
 # batched decode without HTTP, 1bit bench -d 128 -npl 1,8,32,64 -n 64 against llama-batched-bench
 # -npp 128 -ntg 64 -npl 1,8,32,64 (S_TG: every sequence's tokens over the generation time; one run,
-# no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files. `batchab "ENV1"
+# no warm-up, as that tool does) on the 1B Q4_0 / Q4_K_M and 8B Q4_K_M files (FILES). `batchab "ENV1"
 # "ENV2" ...`: 1bit alone, batched decode (-npl 1,8,16,32,64; NPL=...) after a 128-position
 # context (D=...) of the 1B Q4_0 and 8B Q4_K_M files (FILES="..."), with each environment setting
 # (e.g. "X=1" "OB_CUDA_F16_COPY=0" "OB_CUDA_GEMV_COPY_MAX=8"), twice alternating, then the per-op
@@ -17,10 +18,14 @@
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
-# batchab needs only its files (each renamed into place when complete), the rest llama.cpp's
-# build too
-have() { for f in ${FILES:-l1b-Q4_0 l8b-Q4_K_M}; do [ -f /tmp/m/$f.gguf ] || return 1; done; }
-i=0; until grep -q "setup done" /tmp/bg.log 2>/dev/null || { [ "$1" = batchab ] && have; } || [ $i -gt 420 ]; do
+# batchab needs only its files (each renamed into place when complete), tables and batched
+# their files and llama.cpp's build, the rest the whole setup
+TFILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M l1b-f16 bn-q4_0 l8b-Q4_K_M l8b-Q8_0 bn-tq2_0 bn-tq1_0 bn-i2_s}
+BFILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M l8b-Q4_K_M}
+case "$1" in batchab) NEED=${FILES:-l1b-Q4_0 l8b-Q4_K_M} ;; tables) NEED=$TFILES ;; batched) NEED=$BFILES ;; *) NEED= ;; esac
+have() { [ -n "$NEED" ] || return 1; for f in $NEED; do [ -f /tmp/m/$f.gguf ] || return 1; done
+         [ "$1" = batchab ] || grep -q "llama.cpp built" /tmp/bg.log; }
+i=0; until grep -q "setup done" /tmp/bg.log 2>/dev/null || have $1 || [ $i -gt 420 ]; do
     sleep 3; i=$((i+3)); done
 tail -16 /tmp/bg.log; tail -3 /tmp/llama-build.log
 M=/tmp/m; LB=/tmp/llsrc/b/bin/llama-bench; LS=/tmp/llsrc/b/bin/llama-server
@@ -30,7 +35,7 @@ lb() { LD_LIBRARY_PATH= $LB -m $M/$1 -p 512,4096 -n 128 -r 3 -ngl 99 -fa on -o j
        python3 -c "import sys,json;[print('llama.cpp',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
 if [ "$1" = batched ]; then
     LBB=/tmp/llsrc/b/bin/llama-batched-bench
-    for f in l1b-Q4_0 l1b-Q4_K_M l8b-Q4_K_M; do
+    for f in $BFILES; do
         ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -d 128 -npl 1,8,32,64 -r 3 --device cuda -o jsonl 2>>$OUT/err.log |
             python3 -c "import sys,json;[print('1bit',sys.argv[1],r['n_parallel'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $f
         LD_LIBRARY_PATH= $LBB -m $M/$f.gguf -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,8,32,64 \
@@ -54,8 +59,8 @@ if [ "$1" = batchab ]; then # FILES, D (context before the steps), NPL (streams)
     exit 0
 fi
 if [ "$1" = tables ]; then
-for f in l1b-Q4_0 l1b-Q4_K_M l1b-f16 bn-q4_0 l8b-Q4_K_M l8b-Q8_0; do ob $f.gguf; lb $f.gguf; done | tee $OUT/table.txt
-for f in bn-tq2_0 bn-tq1_0 bn-i2_s; do ob $f.gguf; done | tee -a $OUT/table.txt
+# (FILES: fewer; the ternary files have no llama.cpp CUDA kernels: 1bit only)
+for f in $TFILES; do case $f in bn-tq*|bn-i2_s) ob $f.gguf ;; *) ob $f.gguf; lb $f.gguf ;; esac; done | tee $OUT/table.txt
 ls -l $M | awk '{print $5, $9}' >$OUT/sizes.txt
 exit 0
 fi

@@ -155,9 +155,10 @@ struct ob_backend {
     /* ys[i] = x . ws[i]^T for i < count (count <= 3): weights sharing one input, e.g. Q, K and V. */
     void (*matmul_multi)(ob_backend *b, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
     /* gate[n][g->n_out] = act(x . G^T) * (x . U^T) (two matmuls, then glu); up is scratch of the
-     * same size that the backend may overwrite. */
+     * same size that the backend may overwrite. out_to: the weight of the matmul that reads gate
+     * next as it is (NULL: none, or an op comes between), as ob_attn_args' out_to. */
     void (*matmul_glu)(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
-                       float *up, int n);
+                       float *up, int n, const ob_weight *out_to);
     /* rope(q: a->n rows of a->n_head heads), rope(k: n_head_kv heads), then kv_write of k into a->k
      * and of v into a->v at (a->seq[i], a->pos[i]); a->q and a->out are not used. */
     void (*rope_kv)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
@@ -194,7 +195,7 @@ int ob_cuda_q8_selftest(char *report, size_t cap);
 long ob_cuda_graph_replays(void);
 /* Products that read a kept f16 copy of their weight (unless OB_CUDA_F16_COPY=0), every backend (tests). */
 long ob_cuda_f16_copy_reads(void);
-/* Decode GLU launches that made their output's int8 codes (OB_CUDA_GLU_CODES=1), every backend (tests). */
+/* Decode GLU launches that made their output's int8 codes (the default; OB_CUDA_GLU_CODES=0 off), every backend (tests). */
 long ob_cuda_glu_codes_made(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);

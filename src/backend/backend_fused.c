@@ -28,7 +28,8 @@ static void f_matmul_multi(ob_backend *b, const ob_weight *const *ws, float *con
 }
 
 static void f_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
-                         float *up, int n) {
+                         float *up, int n, const ob_weight *out_to) {
+    (void)out_to;
     b->matmul(b, g, x, gate, n);
     b->matmul(b, u, x, up, n);
     b->glu(b, act, gate, up, (size_t)n * (size_t)g->n_out);

@@ -323,7 +323,9 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
 
     norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {
-        be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n);
+        /* ffn_down reads the GLU's output as it is unless a sub-norm or act_quant comes between */
+        const ob_weight *down_to = L->ffn_sub_norm || (m->arch->flags & OB_ARCH_ACT_QUANT) ? NULL : &L->ffn_down;
+        be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n, down_to);
     } else {
         be->matmul(be, &L->ffn_gate, c->h, c->gate, n);
         be->matmul(be, &L->ffn_up, c->h, c->up, n);

@@ -373,7 +373,7 @@ static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_
         }
         for (int act = 0; act < 2; act++) {
             void *gate = dev_nan(g, ny), *upb = dev_nan(g, ny), *gate2 = dev_nan(g, ny), *up2 = dev_nan(g, ny);
-            g->matmul_glu(g, (ob_act)act, &w[0], &up, dx, gate, upb, n);
+            g->matmul_glu(g, (ob_act)act, &w[0], &up, dx, gate, upb, n, NULL);
             g->matmul(g, &w[0], dx, gate2, n);
             g->matmul(g, &up, dx, up2, n);
             g->glu(g, (ob_act)act, gate2, up2, ny);
@@ -512,11 +512,12 @@ static long codes_handed(void) {
 #endif
 }
 
-/* The decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1, on g; one token): matmul_glu of n
- * tokens then the down weight (n_in = the GLU's n_out) reading its output, against the same down
- * product of a copy of that output (the quantizer's codes): the same bits (no random row lies on an
- * int8 grid), for GLU widths that split a 32-element block over several blocks of the launch; the
- * down product read the GLU's codes (counted); on 0: g makes none. */
+/* The decode GLU's codes for ffn_down (the default, on g; one token): matmul_glu of n tokens
+ * naming the down weight (n_in = the GLU's n_out) as out_to, then that weight reading its output,
+ * against the same down product of a copy of that output (the quantizer's codes): the same bits
+ * (no random row lies on an int8 grid), for GLU widths that split a 32-element block over several
+ * blocks of the launch; the down product read the GLU's codes (counted); none made without an
+ * out_to; on 0 (g with OB_CUDA_GLU_CODES=0): none at all. */
 static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff, int on) {
     static const int ns[] = {1, 3, 8, 17, 32};
     ob_weight gw = fused_weight(g, type, n_in, n_ff), uw = fused_weight(g, type, n_in, n_ff), dw = fused_weight(g, type, n_ff, n_in);
@@ -527,7 +528,11 @@ static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff,
         void *dx = dev_copy(g, x, nx * 4), *gate = dev_nan(g, nf), *up = dev_nan(g, nf), *g2 = dev_nan(g, nf);
         void *ya = dev_nan(g, nx), *yb = dev_nan(g, nx);
         const long made = glu_codes_made();
-        g->matmul_glu(g, OB_ACT_SILU, &gw, &uw, dx, gate, up, n);
+        if (n == 1) { /* no out_to (an op between): no codes */
+            g->matmul_glu(g, OB_ACT_SILU, &gw, &uw, dx, gate, up, n, NULL);
+            CHECK(glu_codes_made() == made);
+        }
+        g->matmul_glu(g, OB_ACT_SILU, &gw, &uw, dx, gate, up, n, &dw);
         const long handed = codes_handed();
         g->matmul(g, &dw, gate, ya, n);
         const int want = on && n == 1; /* one token only; off: the quantizer runs before the down product */
@@ -608,7 +613,7 @@ static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n
     g->download(g, out + 2 * n_out, dg, (size_t)n_out * 4);
     g->download(g, out + 3 * n_out, d1, (size_t)m1 * 4);
     g->download(g, out + 3 * n_out + m1, d2, (size_t)m2 * 4);
-    g->matmul_glu(g, OB_ACT_SILU, &w, &u, dx, dg, du, 1);
+    g->matmul_glu(g, OB_ACT_SILU, &w, &u, dx, dg, du, 1, NULL);
     g->download(g, out + 3 * n_out + m1 + m2, dg, (size_t)n_out * 4);
     void *bufs[] = {dx, dy, da, d1, d2, dg, du, (void *)w.data, (void *)u.data, (void *)w1.data, (void *)w2.data};
     for (int i = 0; i < 11; i++) g->dealloc(g, bufs[i]);
@@ -1083,7 +1088,7 @@ static void layer_ops(ob_backend *g, const ob_layer_args *l, float *h) {
     g->attention(g, a);
     g->matmul_add(g, l->wo, lay_sub(g, l, l->att, l->attn_sub_norm, l->q, qd), l->x, 1);
     lay_norm(g, l, l->x, l->ffn_norm, h, d);
-    g->matmul_glu(g, l->act, l->ffn_gate, l->ffn_up, h, l->gate, l->up, 1);
+    g->matmul_glu(g, l->act, l->ffn_gate, l->ffn_up, h, l->gate, l->up, 1, l->ffn_sub_norm || l->act_quant ? NULL : l->ffn_down);
     g->matmul_add(g, l->ffn_down, lay_sub(g, l, l->gate, l->ffn_sub_norm, l->up, ff), l->x, 1);
 }
 
@@ -1222,15 +1227,15 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
-    check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 0);
-    ob_backend *gcodes = gpu_new_with("OB_CUDA_GLU_CODES", "1");
-    CHECK(gcodes != NULL);
-    if (gcodes) {
-        check_glu_codes(gcodes, OB_TYPE_Q4_0, 512, 1024, 1);
-        check_glu_codes(gcodes, OB_TYPE_Q4_K, 2048, 2816, 1);
-        check_glu_codes(gcodes, OB_TYPE_TQ2_0, 768, 1536, 1);
-        check_glu_codes(gcodes, OB_TYPE_Q8_0, 2048, 8192, 1);
-        gpu_free(gcodes);
+    check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 1);
+    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 1);
+    check_glu_codes(g, OB_TYPE_TQ2_0, 768, 1536, 1);
+    check_glu_codes(g, OB_TYPE_Q8_0, 2048, 8192, 1);
+    ob_backend *gnocodes = gpu_new_with("OB_CUDA_GLU_CODES", "0");
+    CHECK(gnocodes != NULL);
+    if (gnocodes) {
+        check_glu_codes(gnocodes, OB_TYPE_Q4_0, 512, 1024, 0);
+        gpu_free(gnocodes);
     }
     test_gv_hold(g);
     test_layer(g);
@@ -1242,19 +1247,28 @@ OB_SUITE(cuda_kernels) {
     CHECK(g->rope_kv != NULL);
     for (int k = 0; g->rope_kv && k < 3; k++)
         for (int style = 0; style < 2; style++) test_rope_kv(g, kv_types[k], style);
-    CHECK(g->rope_attention != NULL);
-    for (int k = 0; g->rope_attention && k < 3; k++)
+    /* the split kernel's fused form (gk: the grouped kernel off, which takes f16 caches of these
+     * head sizes by default; its fused form is checked below) */
+    static const char *const env_gqa0[] = {"OB_CUDA_ATTN_GQA", "0", NULL};
+    ob_backend *gk = gpu_new_env(env_gqa0);
+    CHECK(gk != NULL && gk->rope_attention != NULL);
+    for (int k = 0; gk && gk->rope_attention && k < 3; k++)
         for (int style = 0; style < 2; style++) {
-            test_rope_attention(g, kv_types[k], style, 64, 64, 1, 7, 0);
-            test_rope_attention(g, kv_types[k], style, 64, 48, 3, 300, 1);
-            test_rope_attention(g, kv_types[k], style, 128, 128, 1, 3000, 0); /* split spans */
-            test_rope_attention(g, kv_types[k], style, 128, 96, 2, 129, 1);
+            test_rope_attention(gk, kv_types[k], style, 64, 64, 1, 7, 0);
+            test_rope_attention(gk, kv_types[k], style, 64, 48, 3, 300, 1);
+            test_rope_attention(gk, kv_types[k], style, 128, 128, 1, 3000, 0); /* split spans */
+            test_rope_attention(gk, kv_types[k], style, 128, 96, 2, 129, 1);
             /* more positions than 16 a span of the grid's spans cover: empty spans after the last */
-            test_rope_attention(g, kv_types[k], style, 64, 64, 1, 4300, 1);
+            test_rope_attention(gk, kv_types[k], style, 64, 64, 1, 4300, 1);
         }
-    rope_attn_wo = OB_TYPE_Q4_0; /* the split kernel's codes for `wo` */
-    test_rope_attention(g, OB_TYPE_F16, 0, 64, 64, 3, 300, 0);
-    rope_attn_wo = -1;
+    if (gk) {
+        rope_attn_wo = OB_TYPE_Q4_0; /* the split kernel's codes for `wo` */
+        test_rope_attention(gk, OB_TYPE_F16, 0, 64, 64, 3, 300, 0);
+        rope_attn_wo = -1;
+        gpu_free(gk);
+    }
+    /* the default backend on the caches the grouped kernel does not take: the split kernel's */
+    for (int k = 0; g->rope_attention && k < 3; k += 2) test_rope_attention(g, kv_types[k], 1, 64, 48, 3, 300, 1);
     for (int k = 0; k < 3; k++) {
         test_kv_attention(g, c, kv_types[k], 64, 300, 3, 0);
         test_kv_attention(g, c, kv_types[k], 128, 3000, 1, 0); /* decode of a long context: split spans */
@@ -1378,7 +1392,7 @@ OB_SUITE(cuda_kernels) {
         CHECK_EQ_INT(gg->rope_attention(gg, &a, NULL, NULL, NULL, &r), 0);
         gpu_free(gg);
     }
-    /* the grouped kernel's fused form (OB_CUDA_ATTN_GQA_ROPE=1, opt-in) against rope_kv and the
+    /* the grouped kernel's fused form (OB_CUDA_ATTN_GQA_ROPE=1, as the default) against rope_kv and the
      * grouped kernel (OB_CUDA_ATTN_GQA=1 on the same backend): the same bits, outputs and caches;
      * with a `wo` after it, its codes against the quantizer's */
     static const char *const env_rope[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "1", NULL};
@@ -1409,7 +1423,7 @@ OB_SUITE(cuda_kernels) {
         test_rope_attention(gr, OB_TYPE_Q8_0, 0, 64, 64, 3, 300, 0); /* (not its cache type: the split kernel) */
         gpu_free(gr);
     }
-    /* long contexts cut into spans (OB_CUDA_ATTN_GQA_SPLIT=1, opt-in): the grouped kernel against
+    /* long contexts cut into spans (OB_CUDA_ATTN_GQA_SPLIT=1, the default): the grouped kernel against
      * the CPU (decode batches, one span and many; a prompt chunk), its fused form against rope_kv
      * + it (the same spans: the same bits) */
     static const char *const env_split[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "1", "OB_CUDA_ATTN_GQA_SPLIT", "1", NULL};
@@ -1664,9 +1678,10 @@ static int logits_near(const float *a, const float *b, size_t n, double rel, con
  * wide steps with the default (the grouped kernel for steps of 5+ distinct sequences) recorded
  * against eager (1e-5) and against the split kernel (OB_CUDA_ATTN_GQA=0: f16 q and P against f32,
  * within 2e-2 of the largest logit); token by token through two sequences past 300 positions,
- * the opt-ins: the fused form (OB_CUDA_ATTN_GQA_ROPE=1) against rope_kv + the grouped kernel
- * (both with OB_CUDA_ATTN_GQA=1), with and without spans (OB_CUDA_ATTN_GQA_SPLIT=1 on both), and
- * the GLU's codes (OB_CUDA_GLU_CODES=1) against the default: the same logits, bit for bit. */
+ * the fused form (OB_CUDA_ATTN_GQA_ROPE=1) against rope_kv + the grouped kernel (=0; both with
+ * OB_CUDA_ATTN_GQA=1), with and without spans (OB_CUDA_ATTN_GQA_SPLIT=0 / 1 on both), and the
+ * GLU's codes (the default) against the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit
+ * for bit. */
 static void test_grouped_engine(void) {
     char cfg[256], out[256];
     snprintf(cfg, sizeof cfg, "%s/cuda-grouped.json", ob_test_tmpdir());
@@ -1700,7 +1715,7 @@ static void test_grouped_engine(void) {
         setenv("OB_CUDA_ATTN_GQA", "1", 1);
         setenv("OB_CUDA_ATTN_GQA_SPLIT", split_vals[sp], 1);
         int a0 = 0, a1 = 0;
-        float *base = ob_test_decode_two(out, "cuda", NULL, NULL, steps, &a0);
+        float *base = ob_test_decode_two(out, "cuda", "OB_CUDA_ATTN_GQA_ROPE", "0", steps, &a0);
         float *fused = ob_test_decode_two(out, "cuda", "OB_CUDA_ATTN_GQA_ROPE", "1", steps, &a1);
         unsetenv("OB_CUDA_ATTN_GQA");
         unsetenv("OB_CUDA_ATTN_GQA_SPLIT");
@@ -1712,7 +1727,9 @@ static void test_grouped_engine(void) {
         free(fused);
     }
     int c0 = 0, c1 = 0;
-    float *plain = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &c0), *codes = ob_test_decode_two(out, "cuda", "OB_CUDA_GLU_CODES", "1", 60, &c1);
+    const long made = glu_codes_made();
+    float *plain = ob_test_decode_two(out, "cuda", "OB_CUDA_GLU_CODES", "0", 60, &c0), *codes = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &c1);
+    CHECK(glu_codes_made() > made); /* (the default made them) */
     CHECK(plain && codes && c0 == c1);
     if (plain && codes && c0 == c1) CHECK(logits_near(codes, plain, (size_t)2 * 61 * c0, 0.0, "cuda GLU codes vs the quantizer's"));
     free(plain);
@@ -1759,14 +1776,17 @@ static void test_attn_codes_engine(void) {
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
 }
 
-/* The engine with the decode GLU's codes for ffn_down (OB_CUDA_GLU_CODES=1) and the quantizer's:
- * the same logits, bit for bit (BitNet's sub-norm comes between: its codes go unused there). */
+/* The engine with the decode GLU's codes for ffn_down (the default) and the quantizer's
+ * (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes between, so its
+ * GLU makes none. */
 static void test_glu_codes_engine(void) {
-    const long made = glu_codes_made();
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
-    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
-    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "1", 100, "cuda-glu-codes"));
+    long made = glu_codes_made();
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     CHECK(glu_codes_made() > made); /* (the path ran: eager steps count, recorded replays do not) */
+    made = glu_codes_made();
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
+    CHECK(glu_codes_made() == made);
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the

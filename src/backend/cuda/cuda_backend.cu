@@ -184,12 +184,14 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_split = sp && atoi(sp) >= 1 && atoi(sp) <= 16 ? atoi(sp) : 2;
     const char *gq = getenv("OB_CUDA_ATTN_GQA");
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
+    /* its fused form from one token (=N: from N, =0 off; off with the grouped kernel), spans for
+     * long contexts, the GLU's codes for ffn_down: defaults since run 15 (docs/bench.md) */
     const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
-    s->attn_gqa_rope = gqr && atoi(gqr) >= 1 ? atoi(gqr) : 0;
+    s->attn_gqa_rope = !gqr ? (s->attn_gqa ? 1 : 0) : atoi(gqr) >= 1 ? atoi(gqr) : 0;
     const char *glc = getenv("OB_CUDA_GLU_CODES");
-    s->glu_codes = glc && !strcmp(glc, "1");
+    s->glu_codes = !(glc && !strcmp(glc, "0"));
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
-    s->attn_gqa_split = gqs && !strcmp(gqs, "1");
+    s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
@@ -365,13 +367,13 @@ static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float 
 }
 
 static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
-                             float *up, int n) {
+                             float *up, int n, const ob_weight *out_to) {
     cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
     xq_forget_if(s, gate, (size_t)n * g->n_out); /* (before: the op may tag its output's codes) */
     xq_forget_if(s, up, (size_t)n * u->n_out);
-    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n));
+    PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n, out_to));
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {

@@ -277,7 +277,7 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-/* The GLU output's int8 codes for ffn_down (OB_CUDA_GLU_CODES=1): a 32-element block of outputs
+/* The GLU output's int8 codes for ffn_down (the default; OB_CUDA_GLU_CODES=0 off): a 32-element block of outputs
  * spans the rows of several blocks, so each block counts the rows it wrote into each of its blocks
  * (one counter a token and 32-element block) and the one that completes a block makes its codes
  * from memory (quant_elem: the quantizer's block mode, the attention's codes' one difference: a
@@ -541,7 +541,7 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
     return 1;
 }
 
-int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n) {
+int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n, const ob_weight *out_to) {
     if (!cu_gemv_takes(s, g, n) || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
     gv_args a = gv_base(g, x, n, GV_GLU);
     a.job[0] = gv_job_of(g, out);
@@ -549,9 +549,12 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
-    /* the output's codes for ffn_down, into the second codes buffer (the first holds x's): one
-     * token, on the instance that holds two sub-blocks a lane (the held4 one keeps its registers) */
-    const int codes = s->glu_codes && n == 1 && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX &&
+    /* the output's codes for the matmul that reads it next as it is (out_to: ffn_down, not after
+     * BitNet's sub-norm; a type that reads int8 codes, not lean4's rotated input; the attention's
+     * rule), into the second codes buffer (the first holds x's): one token, on the instance that
+     * holds two sub-blocks a lane (the held4 one keeps its registers) */
+    const int codes = s->glu_codes && n == 1 && out_to && cu_q8_type(out_to->type) && out_to->type != OB_TYPE_LEAN4 &&
+                      cu_gemv_takes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX &&
                       !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in));
     if (codes) {
         xq_reserve(s, &s->xq2, &s->xq2_cap, n, (int)g->n_out, &a.cq, &a.cxs);

@@ -110,7 +110,7 @@ typedef struct {
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
-    int glu_codes;         /* OB_CUDA_GLU_CODES=1 (opt-in): the decode GLU makes its output's int8 codes for ffn_down (cuda_gemv.cu) */
+    int glu_codes;         /* the one-token GLU makes its output's int8 codes for the matmul reading it (cuda_gemv.cu), unless OB_CUDA_GLU_CODES=0 */
     int gv_hold;           /* one token's int8 decode matmul: the lanes' codes in registers, two rows at a time
                             * (cuda_gemv.cu, gv_rows_q8_held). 1 (default): up to two sub-blocks a lane, and
                             * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
@@ -140,8 +140,8 @@ typedef struct {
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
-    int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (opt-in, 0: off): steps of N+ distinct sequences on its fused form (rope_attention) */
-    int attn_gqa_split;    /* OB_CUDA_ATTN_GQA_SPLIT=1 (opt-in): that kernel cuts long contexts into spans (cuda_attn_gqa.cu) */
+    int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (default 1; 0, or OB_CUDA_ATTN_GQA=0: off): steps of N+ distinct sequences on its fused form (rope_attention) */
+    int attn_gqa_split;    /* that kernel cuts long contexts into spans (cuda_attn_gqa.cu), unless OB_CUDA_ATTN_GQA_SPLIT=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
@@ -240,7 +240,8 @@ int cu_f16_copy_has(const cu_state *s, const void *data);
 /* the fused ops of backend.h (matmul_add, matmul_multi with count <= CU_MULTI_MAX, matmul_glu) */
 void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
-void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n);
+void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n,
+                   const ob_weight *out_to);
 
 /* cuda_gemv.cu: the staged decode kernel for n <= CU_GEMV_MAX tokens (x already rotated for
  * lean4); each returns 0 without launching anything when the weights do not suit it */
@@ -272,7 +273,7 @@ int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int
 /* whether cu_mmq would take w at n tokens */
 int cu_mmq_takes(const cu_state *s, const ob_weight *w, int n);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
-int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n);
+int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n, const ob_weight *out_to);
 
 /* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
@@ -307,8 +308,8 @@ void cu_attention_mma_init(cu_state *s);
 int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a);
 int cu_attention_gqa(cu_state *s, const ob_attn_args *a);
 /* its fused form for steps of distinct sequences (rope_attention's contract: RoPE, the cache
- * writes and the output's codes for `wo` in the same launch; opt-in OB_CUDA_ATTN_GQA_ROPE=N from N
- * tokens, 1 for single-token decode too); 0: not launched */
+ * writes and the output's codes for `wo` in the same launch; from one token by default,
+ * OB_CUDA_ATTN_GQA_ROPE=N from N); 0: not launched */
 int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r);
 int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
 /* the int8 codes of an attention's output for `wo` where it reads them (cuda_attn.cu: q NULL none) */

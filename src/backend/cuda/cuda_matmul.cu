@@ -279,8 +279,10 @@ void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, 
     }
 }
 
-void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n) {
-    if (cu_gemv_takes(s, g, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n)) return;
+void cu_matmul_glu(cu_state *s, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate, float *up, int n,
+                   const ob_weight *out_to) {
+    if (cu_gemv_takes(s, g, n) && g->type == u->type && cu_gemv_glu(s, act == OB_ACT_RELU2, g, u, mm_input(s, g, x, n), gate, n, out_to))
+        return;
     cu_matmul(s, g, x, gate, n);
     cu_matmul(s, u, x, up, n);
     cu_glu(s, act, gate, up, (size_t)n * (size_t)g->n_out);
