@@ -1228,14 +1228,19 @@ OB_SUITE(cuda_kernels) {
     test_matmul_types(g);
     test_fused(g);
     check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 1);
-    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 1);
     check_glu_codes(g, OB_TYPE_TQ2_0, 768, 1536, 1);
     check_glu_codes(g, OB_TYPE_Q8_0, 2048, 8192, 1);
-    ob_backend *gnocodes = gpu_new_with("OB_CUDA_GLU_CODES", "0");
-    CHECK(gnocodes != NULL);
+    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 0); /* (K-quant gates: only with =2) */
+    ob_backend *gnocodes = gpu_new_with("OB_CUDA_GLU_CODES", "0"), *gall = gpu_new_with("OB_CUDA_GLU_CODES", "2");
+    CHECK(gnocodes != NULL && gall != NULL);
     if (gnocodes) {
         check_glu_codes(gnocodes, OB_TYPE_Q4_0, 512, 1024, 0);
         gpu_free(gnocodes);
+    }
+    if (gall) {
+        check_glu_codes(gall, OB_TYPE_Q4_K, 2048, 2816, 1);
+        check_glu_codes(gall, OB_TYPE_Q6_K, 1024, 2048, 1);
+        gpu_free(gall);
     }
     test_gv_hold(g);
     test_layer(g);
@@ -1315,7 +1320,10 @@ OB_SUITE(cuda_kernels) {
     }
     /* the decode attention's instances for the head size with f16 caches fixed (OB_CUDA_ATTN_MK=1):
      * against the CPU, and rope_attention against rope_kv + attention on it */
-    ob_backend *gm = gpu_new_with("OB_CUDA_ATTN_MK", "1");
+    /* (the split kernel's instances: the grouped kernel off, which takes f16 caches of head size
+     * 64 / 128 by default) */
+    static const char *const env_mk1[] = {"OB_CUDA_ATTN_MK", "1", "OB_CUDA_ATTN_GQA", "0", NULL};
+    ob_backend *gm = gpu_new_env(env_mk1);
     CHECK(gm != NULL);
     if (gm) {
         static const int hds[] = {16, 32, 64, 96, 128, 256};
@@ -1347,7 +1355,8 @@ OB_SUITE(cuda_kernels) {
     /* ... and with q loaded and rotated in registers (OB_CUDA_ATTN_MK=2): both RoPE styles, full
      * rotation (pairs in registers or neighbour lanes) and partial (NEOX falls back), one span
      * and several */
-    ob_backend *gq2 = gpu_new_with("OB_CUDA_ATTN_MK", "2");
+    static const char *const env_mk2[] = {"OB_CUDA_ATTN_MK", "2", "OB_CUDA_ATTN_GQA", "0", NULL};
+    ob_backend *gq2 = gpu_new_env(env_mk2);
     CHECK(gq2 != NULL);
     if (gq2) {
         for (int style = 0; style < 2; style++) {
@@ -1364,8 +1373,10 @@ OB_SUITE(cuda_kernels) {
     attn_types_with(c, "OB_CUDA_ATTN_GQA", "0", 9, 40, 0);
     /* decode batches on the grouped tensor-core kernel (OB_CUDA_ATTN_GQA=1; default 5; f16 Q and P:
      * 5e-3): head sizes 64 and 128, one tile and many, tokens of both sequences at random
-     * positions, a prompt chunk shorter than the tiled kernels take; rope_attention declines */
-    ob_backend *gg = gpu_new_with("OB_CUDA_ATTN_GQA", "1");
+     * positions, a prompt chunk shorter than the tiled kernels take; with its fused form off,
+     * rope_attention declines */
+    static const char *const env_gqa1[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "0", NULL};
+    ob_backend *gg = gpu_new_env(env_gqa1);
     CHECK(gg != NULL);
     if (gg) {
         attn_tol = 5e-3;
@@ -1742,20 +1753,29 @@ static void test_grouped_engine(void) {
  * attention). */
 static void test_layer_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"llama", "q8_0"}, {"bitnet", "tq2_0"}};
+    setenv("OB_CUDA_ATTN_GQA", "0", 1); /* (BitNet's heads: the split kernel's attention in both) */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_LAYER", "1", 100, "cuda-layer-kernel"));
+    unsetenv("OB_CUDA_ATTN_GQA");
 }
 
 /* The engine with rope and attention in one kernel for decode steps (the default) and without
- * (OB_CUDA_ROPE_ATTN=0): the same logits, bit for bit (NORM and NEOX rope, Q/K norms, BitNet). */
+ * (OB_CUDA_ROPE_ATTN=0): the same logits, bit for bit (NORM and NEOX rope, Q/K norms, BitNet),
+ * on the split kernel (OB_CUDA_ATTN_GQA=0 in both) and on the grouped one (=1 in both: BitNet's
+ * head size is one it takes; the default's fused form is its). */
 static void test_rope_attention_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-        CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
-    /* two-token steps, of two sequences (fused) and of one (not: its second token reads the first's
-     * position), alternating with the same token count: recorded steps must tell them apart */
-    CHECK(ob_test_same_logits_mixed("llama", "q4_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
-    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
+    static const char *const gqa[2] = {"0", "1"};
+    for (int k = 0; k < 2; k++) {
+        setenv("OB_CUDA_ATTN_GQA", gqa[k], 1);
+        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+            CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
+        /* two-token steps, of two sequences (fused) and of one (not: its second token reads the
+         * first's position), alternating with the same token count: recorded steps must tell them apart */
+        CHECK(ob_test_same_logits_mixed("llama", "q4_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
+        CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
+        unsetenv("OB_CUDA_ATTN_GQA");
+    }
 }
 
 /* The engine with the decode attention's codes for `wo` (the default) and the quantizer's
