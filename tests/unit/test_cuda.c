@@ -1340,16 +1340,18 @@ OB_SUITE(cuda_kernels) {
         /* the same bits as the general instance (OB_CUDA_ATTN_MK=0), for each head-size instance
          * (MK 1, 2, 4), on =1 and on the default (=2; attention without RoPE, so its register path
          * is not taken here: rope_attention's tests and the engine's logits below cover it) */
-        ob_backend *g0 = gpu_new_with("OB_CUDA_ATTN_MK", "0");
-        CHECK(g0 != NULL);
-        for (int k = 0; g0 && k < 2; k++) {
-            ob_backend *gi = k ? g : gm;
+        static const char *const env_mk0[] = {"OB_CUDA_ATTN_MK", "0", "OB_CUDA_ATTN_GQA", "0", NULL};
+        ob_backend *g0 = gpu_new_env(env_mk0), *gd2 = gpu_new_with("OB_CUDA_ATTN_GQA", "0"); /* (=2, the default instances) */
+        CHECK(g0 != NULL && gd2 != NULL);
+        for (int k = 0; g0 && gd2 && k < 2; k++) {
+            ob_backend *gi = k ? gd2 : gm;
             check_attn_codes(g0, gi, OB_TYPE_F16, 32, 300, 3, 0, OB_TYPE_Q8_0);
             check_attn_codes(g0, gi, OB_TYPE_F16, 64, 700, 5, 0, OB_TYPE_Q4_0);
             check_attn_codes(g0, gi, OB_TYPE_F16, 128, 3000, 1, 0, OB_TYPE_Q4_K);
             check_attn_codes(g0, gi, OB_TYPE_F16, 96, 300, 2, 0, OB_TYPE_Q4_0);
         }
         if (g0) gpu_free(g0);
+        if (gd2) gpu_free(gd2);
         gpu_free(gm);
     }
     /* ... and with q loaded and rotated in registers (OB_CUDA_ATTN_MK=2): both RoPE styles, full
