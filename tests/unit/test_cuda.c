@@ -1228,9 +1228,8 @@ OB_SUITE(cuda_kernels) {
     test_matmul_types(g);
     test_fused(g);
     check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 1);
-    check_glu_codes(g, OB_TYPE_TQ2_0, 768, 1536, 1);
-    check_glu_codes(g, OB_TYPE_Q8_0, 2048, 8192, 1);
-    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 0); /* (K-quant gates: only with =2) */
+    check_glu_codes(g, OB_TYPE_Q8_0, 2048, 8192, 0); /* (the default: q4_0 gates only; =2 every type) */
+    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 0);
     ob_backend *gnocodes = gpu_new_with("OB_CUDA_GLU_CODES", "0"), *gall = gpu_new_with("OB_CUDA_GLU_CODES", "2");
     CHECK(gnocodes != NULL && gall != NULL);
     if (gnocodes) {
@@ -1240,6 +1239,8 @@ OB_SUITE(cuda_kernels) {
     if (gall) {
         check_glu_codes(gall, OB_TYPE_Q4_K, 2048, 2816, 1);
         check_glu_codes(gall, OB_TYPE_Q6_K, 1024, 2048, 1);
+        check_glu_codes(gall, OB_TYPE_TQ2_0, 768, 1536, 1);
+        check_glu_codes(gall, OB_TYPE_Q8_0, 2048, 8192, 1);
         gpu_free(gall);
     }
     test_gv_hold(g);
@@ -1798,14 +1799,18 @@ static void test_attn_codes_engine(void) {
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
 }
 
-/* The engine with the decode GLU's codes for ffn_down (the default) and the quantizer's
- * (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes between, so its
- * GLU makes none. */
+/* The engine with the decode GLU's codes for ffn_down (the default for q4_0, =2 for q8_0) and
+ * the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes
+ * between, so its GLU makes none. */
 static void test_glu_codes_engine(void) {
     long made = glu_codes_made();
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
-    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     CHECK(glu_codes_made() > made); /* (the path ran: eager steps count, recorded replays do not) */
+    made = glu_codes_made();
+    setenv("OB_CUDA_GLU_CODES", "2", 1); /* (q8_0 gates: every type against none; unset by the second run) */
+    CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
+    unsetenv("OB_CUDA_GLU_CODES");
+    CHECK(glu_codes_made() > made);
     made = glu_codes_made();
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     CHECK(glu_codes_made() == made);
