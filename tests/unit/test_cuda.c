@@ -1378,7 +1378,7 @@ OB_SUITE(cuda_kernels) {
      * 5e-3): head sizes 64 and 128, one tile and many, tokens of both sequences at random
      * positions, a prompt chunk shorter than the tiled kernels take; with its fused form off,
      * rope_attention declines */
-    static const char *const env_gqa1[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "0", NULL};
+    static const char *const env_gqa1[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "0", "OB_CUDA_ATTN_GQA_SPLIT", "0", NULL};
     ob_backend *gg = gpu_new_env(env_gqa1);
     CHECK(gg != NULL);
     if (gg) {
@@ -1409,7 +1409,7 @@ OB_SUITE(cuda_kernels) {
     /* the grouped kernel's fused form (OB_CUDA_ATTN_GQA_ROPE=1, as the default) against rope_kv and the
      * grouped kernel (OB_CUDA_ATTN_GQA=1 on the same backend): the same bits, outputs and caches;
      * with a `wo` after it, its codes against the quantizer's */
-    static const char *const env_rope[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "1", NULL};
+    static const char *const env_rope[] = {"OB_CUDA_ATTN_GQA", "1", "OB_CUDA_ATTN_GQA_ROPE", "1", "OB_CUDA_ATTN_GQA_SPLIT", "0", NULL};
     ob_backend *gr = gpu_new_env(env_rope);
     CHECK(gr != NULL);
     for (int style = 0; gr && style < 2; style++) {
@@ -1764,21 +1764,24 @@ static void test_layer_engine(void) {
 
 /* The engine with rope and attention in one kernel for decode steps (the default) and without
  * (OB_CUDA_ROPE_ATTN=0): the same logits, bit for bit (NORM and NEOX rope, Q/K norms, BitNet),
- * on the split kernel (OB_CUDA_ATTN_GQA=0 in both) and on the grouped one (=1 in both: BitNet's
- * head size is one it takes; the default's fused form is its). */
+ * on the split kernel (OB_CUDA_ATTN_GQA=0 in both), and BitNet (head size 64, groups of 2) on
+ * the grouped one too (OB_CUDA_ATTN_GQA=1 and its fused form, OB_CUDA_ATTN_GQA_ROPE=1, in both;
+ * the golden models' other heads are sizes it does not take). */
 static void test_rope_attention_engine(void) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
-    static const char *const gqa[2] = {"0", "1"};
-    for (int k = 0; k < 2; k++) {
-        setenv("OB_CUDA_ATTN_GQA", gqa[k], 1);
-        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
-            CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
-        /* two-token steps, of two sequences (fused) and of one (not: its second token reads the
-         * first's position), alternating with the same token count: recorded steps must tell them apart */
-        CHECK(ob_test_same_logits_mixed("llama", "q4_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
-        CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
-        unsetenv("OB_CUDA_ATTN_GQA");
-    }
+    setenv("OB_CUDA_ATTN_GQA", "0", 1);
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention"));
+    /* two-token steps, of two sequences (fused) and of one (not: its second token reads the
+     * first's position), alternating with the same token count: recorded steps must tell them apart */
+    CHECK(ob_test_same_logits_mixed("llama", "q4_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
+    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-mixed"));
+    setenv("OB_CUDA_ATTN_GQA", "1", 1);
+    setenv("OB_CUDA_ATTN_GQA_ROPE", "1", 1);
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 100, "cuda-rope-attention-grouped"));
+    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ROPE_ATTN", "0", 60, "cuda-rope-attention-grouped-mixed"));
+    unsetenv("OB_CUDA_ATTN_GQA");
+    unsetenv("OB_CUDA_ATTN_GQA_ROPE");
 }
 
 /* The engine with the decode attention's codes for `wo` (the default) and the quantizer's
@@ -1812,7 +1815,9 @@ static void test_glu_codes_engine(void) {
     unsetenv("OB_CUDA_GLU_CODES");
     CHECK(glu_codes_made() > made);
     made = glu_codes_made();
+    setenv("OB_CUDA_GLU_CODES", "2", 1); /* (every type: none made all the same, the sub-norm comes between) */
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
+    unsetenv("OB_CUDA_GLU_CODES");
     CHECK(glu_codes_made() == made);
 }
 

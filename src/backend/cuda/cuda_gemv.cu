@@ -61,7 +61,7 @@ struct gv_args {
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
-    int8_t *cq;       /* GLU with OB_CUDA_GLU_CODES: the output's codes [n][n_out] and scales (NULL: none), */
+    int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
     float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
     int *ccnt;        /* [n][n_out / 32], 0 between launches */
 };
@@ -277,7 +277,7 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-/* The GLU output's int8 codes for ffn_down (the default; OB_CUDA_GLU_CODES=0 off): a 32-element block of outputs
+/* The GLU output's int8 codes for ffn_down (the default on q4_0 gates, =2 every type, =0 off): a 32-element block of outputs
  * spans the rows of several blocks, so each block counts the rows it wrote into each of its blocks
  * (one counter a token and 32-element block) and the one that completes a block makes its codes
  * from memory (quant_elem: the quantizer's block mode, the attention's codes' one difference: a
@@ -553,8 +553,8 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
      * BitNet's sub-norm; a type that reads int8 codes, not lean4's rotated input; the attention's
      * rule), into the second codes buffer (the first holds x's): one token, on the instance that
      * holds two sub-blocks a lane (the held4 one keeps its registers) */
-    /* by default only on q4_0 gates, where they were measured to pay (run 15: +1.9% / +2.4% on the
-     * 1B; q8_0 -0.1%, K-quants -1.3% / -1.7%: the counters and the completing block's codes cost the
+    /* by default only on q4_0 gates, where they were measured to pay (run 15: +1.7% / +2.4% on the
+     * 1B; q8_0 -0.1%, K-quants -1.2% / -1.7%: the counters and the completing block's codes cost the
      * launch more than the quantizer they remove; the others not measured): =2 every type */
     const int pays = s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0);
     const int codes = pays && n == 1 && out_to && cu_q8_type(out_to->type) && out_to->type != OB_TYPE_LEAN4 &&
