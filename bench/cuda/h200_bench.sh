@@ -3,7 +3,8 @@
 # left warm. `tables`: waits for h200_setup.sh (llama.cpp's CUDA build and the models), then
 # 1bit bench --device cuda and llama-bench -ngl 99 -fa on on the same files (tg128, pp512,
 # pp4096; 3 repetitions, engines alternating per file; FILES="..." for fewer, waiting only for
-# those and llama.cpp's build). `serve`: the transformers baseline and
+# those and llama.cpp's build, while the setup's other conversions may still run: noisier
+# small-model figures). `serve`: the transformers baseline and
 # serving throughput (1bit serve vs llama-server, 64 slots each, the same 1B Q4_0 file,
 # 1bit bench --url --compare at 1/8/32/64 streams). `serveab`: the same sweep, 1bit's build/
 # against build-b/ of `h200_test.sh abbuild DEFS` (a build option, e.g. -DOB_CUDA_LD16=0). `batched`:
@@ -36,6 +37,7 @@ lb() { LD_LIBRARY_PATH= $LB -m $M/$1 -p 512,4096 -n 128 -r 3 -ngl 99 -fa on -o j
 if [ "$1" = batched ]; then
     LBB=/tmp/llsrc/b/bin/llama-batched-bench
     for f in $BFILES; do
+        [ -f $M/$f.gguf ] || { echo "batched: $M/$f.gguf not written (yet)"; continue; }
         ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -d 128 -npl 1,8,32,64 -r 3 --device cuda -o jsonl 2>>$OUT/err.log |
             python3 -c "import sys,json;[print('1bit',sys.argv[1],r['n_parallel'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $f
         LD_LIBRARY_PATH= $LBB -m $M/$f.gguf -ngl 99 -fa on -c 16384 -b 2048 -ub 512 -npp 128 -ntg 64 -npl 1,8,32,64 \
@@ -60,7 +62,7 @@ if [ "$1" = batchab ]; then # FILES, D (context before the steps), NPL (streams)
 fi
 if [ "$1" = tables ]; then
 # (FILES: fewer; the ternary files have no llama.cpp CUDA kernels: 1bit only)
-for f in $TFILES; do case $f in bn-tq*|bn-i2_s) ob $f.gguf ;; *) ob $f.gguf; lb $f.gguf ;; esac; done | tee $OUT/table.txt
+for f in $TFILES; do [ -f $M/$f.gguf ] || { echo "tables: $M/$f.gguf not written (yet)"; continue; }; case $f in bn-tq*|bn-i2_s) ob $f.gguf ;; *) ob $f.gguf; lb $f.gguf ;; esac; done | tee $OUT/table.txt
 ls -l $M | awk '{print $5, $9}' >$OUT/sizes.txt
 exit 0
 fi
