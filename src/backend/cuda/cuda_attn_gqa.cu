@@ -15,8 +15,9 @@
  * rope_kv runs before it (cu_rope_attention_ok declines those batches). Its fused form
  * (k_attn_gqa<D, true>, cu_rope_attention_gqa: the default from one token for groups of 4+,
  * OB_CUDA_ATTN_GQA_ROPE=N from N for every group, =0 off; +2.7% to +12% single-token decode
- * against the split kernel's fused form, docs/bench.md run 15) takes rope_attention's contract for steps of distinct sequences: RoPE of
- * q and K, the token's cache rows and the codes for `wo`, in the same launch.
+ * against the split kernel's fused form, docs/bench.md run 15) takes rope_attention's contract
+ * for steps of distinct sequences: RoPE of q and K, the token's cache rows and the codes for
+ * `wo`, in the same launch.
  * Does not own: the other attention kernels, the RoPE arithmetic (cuda_rows.cuh).
  */
 #include <cuda_fp16.h>
@@ -50,8 +51,9 @@ struct gq_rope {
     at_codes cd;
 };
 
-/* A token's context in spans of whole tiles (the default, OB_CUDA_ATTN_GQA_SPLIT=0 off; +61%
- * single-token decode at 4096 positions, run 15: the grid's third dimension, S, fixed by the shapes so that a recorded step stays right as the context grows):
+/* A token's context in spans of whole tiles (the default, OB_CUDA_ATTN_GQA_SPLIT=0 off; +60%
+ * single-token decode at 4096 positions, run 15): the grid's third dimension, S, fixed by the
+ * shapes so that a recorded step stays right as the context grows;
  * ns of the S blocks take a span each (whole tiles, about the context over ns; ns at most the
  * context over GQ_SPAN_MIN, so spans of 192 positions and up but the last, which may hold one),
  * the blocks past ns end at once; with one span the block writes the output itself, else each writes

@@ -277,9 +277,10 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-/* The GLU output's int8 codes for ffn_down (the default on q4_0 gates, =2 every type, =0 off): a 32-element block of outputs
- * spans the rows of several blocks, so each block counts the rows it wrote into each of its blocks
- * (one counter a token and 32-element block) and the one that completes a block makes its codes
+/* The GLU output's int8 codes for ffn_down (the default on q4_0 gates; OB_CUDA_GLU_CODES=2 every
+ * type, =0 off): a 32-element block of outputs spans the rows of several blocks, so each block
+ * counts the rows it wrote into each of its blocks (one counter a token and 32-element block)
+ * and the one that completes a block makes its codes
  * from memory (quant_elem: the quantizer's block mode, the attention's codes' one difference: a
  * row on the int8 grid of its max would get one scale there; a GLU output is not one). Called by
  * the whole block after its outputs of tokens t0 .. t0 + nt - 1 (rows r0 .. r0 + nr - 1, at most
