@@ -83,6 +83,9 @@ typedef struct ob_backend ob_backend;
 struct ob_backend {
     const char *name;   /* "cpu", "cuda" */
     void *priv;         /* backend state */
+    int host;           /* 1: the ops run on this process's cores and the weights stay in host memory (the
+                         * CPU backend): nothing to upload, no sampling workers beside it (scheduler.c) */
+    const char *mem_hint; /* appended to the error of a model too large for its free memory (NULL: none) */
 
     /* Sets up threads / the device; fills err and returns -1 when it cannot. */
     int (*init)(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen);

@@ -258,18 +258,14 @@ int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *e
  * tensor of the file: refuse before uploading anything, naming both sizes. The KV cache and
  * scratch come later (ob_ctx_new says so if they do not fit). */
 static int check_device_memory(ob_model_t *m, const char *path, char *err, size_t errlen) {
-    if (!strcmp(m->be->name, "cpu")) return 0;
+    if (m->be->host) return 0;
     size_t need = 0, fr = 0, tot = 0;
     for (int64_t i = 0; i < ob_gguf_n_tensors(m->gguf); i++) need += ob_gguf_tensor_at(m->gguf, i)->size;
     if (m->be->mem_info(m->be, &fr, &tot) != 0) return 0;
-    /* (the CUDA backend keeps f16 copies of a loaded model's weights while the larger of 2 GiB and a
-     * fifth of the GPU stays free: docs/cuda.md, "Matmul") */
-    const char *copies = strcmp(m->be->name, "cuda") ? "" : "; a model already loaded on this GPU may hold f16 copies of its "
-                                                           "weights (OB_CUDA_F16_COPY=0 turns them off)";
     if (need + ((size_t)256 << 20) > fr)
         return ERR("model '%s': its weights need %.2f GiB of %s memory but only %.2f GiB of %.2f GiB is free; "
-                   "use a smaller weight type or --device cpu%s", path, need / 1073741824.0, m->be->name, fr / 1073741824.0,
-                   tot / 1073741824.0, copies);
+                   "use a smaller weight type or --device cpu%s%s", path, need / 1073741824.0, m->be->name, fr / 1073741824.0,
+                   tot / 1073741824.0, m->be->mem_hint ? "; " : "", m->be->mem_hint ? m->be->mem_hint : "");
     return 0;
 }
 

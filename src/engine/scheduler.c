@@ -391,7 +391,7 @@ static int sample_threads(const ob_model_t *m) {
         const int v = atoi(e);
         return v < 1 ? 1 : v > 64 ? 64 : v;
     }
-    if (!strcmp(m->be->name, "cpu")) return 1;
+    if (m->be->host) return 1;
     cpu_set_t cs; /* the cores this process may use (affinity, cpuset), else all online */
     const long n = (sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : sysconf(_SC_NPROCESSORS_ONLN)) / 2;
     return n < 1 ? 1 : n > SAMPLE_THREADS_MAX ? SAMPLE_THREADS_MAX : (int)n;

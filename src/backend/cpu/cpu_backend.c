@@ -559,6 +559,7 @@ ob_backend *ob_backend_cpu_new(void) {
     ob_backend *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->name = "cpu";
+    b->host = 1;
     b->init = cpu_init;
     b->free = cpu_free;
     b->mem_info = cpu_mem_info;

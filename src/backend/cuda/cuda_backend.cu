@@ -523,6 +523,9 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     ob_backend *b = (ob_backend *)calloc(1, sizeof *b);
     if (!b) return NULL;
     b->name = "cuda";
+    /* (f16 copies of a loaded model's weights are kept while the larger of 2 GiB and a fifth of the
+     * GPU stays free: docs/cuda.md, "Matmul") */
+    b->mem_hint = "a model already loaded on this GPU may hold f16 copies of its weights (OB_CUDA_F16_COPY=0 turns them off)";
     b->init = cu_init;
     b->free = cu_free;
     b->mem_info = cu_mem_info;
