@@ -2,8 +2,9 @@
 # Background half of the H200 benchmark (docs/bench.md, "H200 (CUDA)"), started by
 # h200_test.sh with setsid so that it runs on while the tests run: llama.cpp's CUDA build from
 # .peer/llama.tar.zst (80fb11a without .git, docs, models and non-CUDA GPU backends; a zstd
-# binary travels beside it in .peer/zstd for images without one), or its binaries built on the
-# Debian machine, .peer/llama-bin.tar.zst, when pack_carry.sh made them and the random-weight models
+# binary travels beside it in .peer/zstd for images without one; its CUDA tools built on the
+# Debian machine would save the build's ~10 device minutes, but are ~43 MB compressed, more than
+# the 64 MiB a call carries leaves beside the 36 MB tree and .gpu) and the random-weight models
 # of the published shapes, in /tmp/m. Everything is nice'd; progress in /tmp/bg.log, "setup
 # done" last. The 8B shape is written as F16 and then quantized by `1bit quantize` on every
 # core: `convert --random --type Q4_K_M` quantizes on one thread and did not finish in 13 minutes.
@@ -13,16 +14,10 @@ M=/tmp/m; mkdir -p $M
 # LLAMA=0: models of the 1-2B shapes only (no llama.cpp build, no 8B files), for a quick call.
 [ "${LLAMA:-1}" = 1 ] && (
   Z=zstd; command -v zstd >/dev/null || Z="env LD_LIBRARY_PATH=.peer/zstd .peer/zstd/zstd"
-  if [ -f .peer/llama-bin.tar.zst ]; then # built on the Debian machine (pack_carry.sh LLAMA_BIN=): minutes of device time saved
-    mkdir -p /tmp/llsrc/b/bin && $Z -dc .peer/llama-bin.tar.zst | tar xf - -C /tmp/llsrc/b/bin &&
-    LD_LIBRARY_PATH= /tmp/llsrc/b/bin/llama-bench --help >/dev/null 2>&1 && echo "llama.cpp built (prebuilt, .peer/llama-bin.tar.zst)" ||
-    echo "llama.cpp prebuilt binaries do not run here: ldd /tmp/llsrc/b/bin/llama-bench"
-  else
   $Z -dc .peer/llama.tar.zst | tar xf - -C /tmp && cd /tmp/llsrc && unset C_INCLUDE_PATH LIBRARY_PATH LD_LIBRARY_PATH &&
   nice -n 10 cmake -B b -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Release >/tmp/llama-cmake.log 2>&1 &&
   nice -n 10 cmake --build b -j12 --target llama-bench llama-server llama-batched-bench >/tmp/llama-build.log 2>&1 && echo "llama.cpp built"
-  fi
 ) &
 OB=./build/1bit
 r() { [ -f $M/$2 ] || nice -n 5 $OB convert --random bench/configs/$1 -o $M/$2 --type $3 >/dev/null 2>&1 || echo "convert $2 failed"; }

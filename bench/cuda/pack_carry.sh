@@ -5,7 +5,6 @@
 #                      image lacks (everything ldd lists but glibc, libstdc++/libgcc and CUDA's)
 #   .peer/llama.tar.zst + .peer/zstd/   llama.cpp's source from LLAMA_BUNDLE (a git bundle),
 #                      without .git, docs, models and the non-CUDA GPU backends, and a zstd binary
-#   .peer/llama-bin.tar.zst   (LLAMA_BIN=DIR only) its CUDA tools built here, see below
 # The three folders go into .git/info/exclude; the working tree that travels stays under 64 MiB.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -24,12 +23,6 @@ tar cf - -C "$T" --exclude=llsrc/.git --exclude=llsrc/docs --exclude=llsrc/model
     --exclude=llsrc/benches --exclude=llsrc/ggml/src/ggml-hexagon --exclude=llsrc/ggml/src/ggml-sycl \
     --exclude=llsrc/ggml/src/ggml-opencl --exclude=llsrc/ggml/src/ggml-vulkan --exclude=llsrc/tools/ui/tests llsrc |
     zstd -q -f -10 -o .peer/llama.tar.zst
-# LLAMA_BIN=DIR: llama.cpp's CUDA build made here beforehand (docs/cuda.md, "Running it on the
-# GPU machine": sm_90, shared libraries with RPATH $ORIGIN), its three tools and libraries as
-# .peer/llama-bin.tar.zst, which h200_setup.sh unpacks instead of building (about 10 device minutes)
-if [ -n "${LLAMA_BIN:-}" ]; then
-    (cd "$LLAMA_BIN/bin" && tar cf - llama-bench llama-server llama-batched-bench $(ls *.so* 2>/dev/null)) | zstd -q -f -19 -T2 -o .peer/llama-bin.tar.zst
-fi
 cp /usr/bin/zstd .peer/zstd/
 for l in liblzma.so.5 liblz4.so.1 libzstd.so.1 libz.so.1; do cp -L /lib/x86_64-linux-gnu/$l .peer/zstd/; done
 for d in /.gpu/ /.peer/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
