@@ -263,14 +263,20 @@ static void matmul_residual(ob_ctx_t *c, const ob_weight *w, const float *in, in
     be->add(be, c->x, c->h, (size_t)n * c->m->hp.n_embd);
 }
 
+/* w, the matmul after an op, when it reads that op's output as it is (the backend may prepare it
+ * for w: ob_attn_args.out_to, matmul_glu's out_to); NULL when a sub-norm or act_quant_i8 comes
+ * between. */
+static const ob_weight *read_as_is(const ob_model_t *m, const float *sub_norm, const ob_weight *w) {
+    return sub_norm || (m->arch->flags & OB_ARCH_ACT_QUANT) ? NULL : w;
+}
+
 static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const int32_t *seq) {
     ob_model_t *m = c->m;
     ob_backend *be = c->be;
     const ob_hparams *hp = &m->hp;
     const ob_layer *L = &m->layers[il];
     int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
-    /* wo reads the attention's output unchanged unless a sub-norm or act_quant_i8 comes between */
-    const ob_weight *to_wo = !L->attn_sub_norm && !(m->arch->flags & OB_ARCH_ACT_QUANT) ? &L->wo : NULL;
+    const ob_weight *to_wo = read_as_is(m, L->attn_sub_norm, &L->wo);
     ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
                       hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim), to_wo};
     /* one token of a layer without biases or Q/K norms, nobody observing: one backend call when it
@@ -323,9 +329,8 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
 
     norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {
-        /* ffn_down reads the GLU's output as it is unless a sub-norm or act_quant comes between */
-        const ob_weight *down_to = L->ffn_sub_norm || (m->arch->flags & OB_ARCH_ACT_QUANT) ? NULL : &L->ffn_down;
-        be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n, down_to);
+        be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n,
+                       read_as_is(m, L->ffn_sub_norm, &L->ffn_down));
     } else {
         be->matmul(be, &L->ffn_gate, c->h, c->gate, n);
         be->matmul(be, &L->ffn_up, c->h, c->up, n);

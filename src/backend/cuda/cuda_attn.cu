@@ -271,11 +271,9 @@ void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters) {
 
 void cu_attn_codes(cu_state *s, const ob_attn_args *a, int8_t **q, float2 **xs) {
     const int dim = a->n_head * a->head_dim;
-    const int codes_in = a->out_to && cu_q8_type(a->out_to->type) && a->out_to->type != OB_TYPE_LEAN4;
     *q = NULL;
     *xs = NULL;
-    if (s->attn_codes && codes_in && a->n <= CU_GEMV_MAX && cu_gemv_takes(s, a->out_to, a->n) && a->head_dim % 32 == 0 &&
-        dim <= CU_QROW_MAX)
+    if (s->attn_codes && cu_reads_codes(s, a->out_to, a->n) && a->head_dim % 32 == 0 && dim <= CU_QROW_MAX)
         cu_xq_bufs(s, a->n, dim, q, xs);
 }
 

@@ -515,6 +515,10 @@ template <int T> static void fallback_type(cu_state *s, const gv_args &a) {
 static long glu_codes_made; /* GLU launches that made their output's codes, every backend of the process (tests) */
 extern "C" long ob_cuda_glu_codes_made(void) { return __atomic_load_n(&glu_codes_made, __ATOMIC_RELAXED); }
 
+int cu_reads_codes(const cu_state *s, const ob_weight *w, int n) {
+    return w && cu_q8_type(w->type) && w->type != OB_TYPE_LEAN4 && cu_gemv_takes(s, w, n);
+}
+
 int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n) {
     if (n > CU_GEMV_MAX) return 0;
     const int with_copy = s->gemv_max < s->gemv_copy_max ? s->gemv_max : s->gemv_copy_max; /* the limit once w has a copy */
@@ -551,15 +555,14 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.uscale = u->scale;
     a.relu2 = relu2;
     /* the output's codes for the matmul that reads it next as it is (out_to: ffn_down, not after
-     * BitNet's sub-norm; a type that reads int8 codes, not lean4's rotated input; the attention's
-     * rule), into the second codes buffer (the first holds x's): one token, on the instance that
-     * holds two sub-blocks a lane (the held4 one keeps its registers) */
-    /* by default only on q4_0 gates, where they were measured to pay (run 15: +1.7% / +2.4% on the
-     * 1B; q8_0 -0.1%, K-quants -1.2% / -1.7%: the counters and the completing block's codes cost the
-     * launch more than the quantizer they remove; the others not measured): =2 every type */
+     * BitNet's sub-norm), into the second codes buffer (the first holds x's): one token, on the
+     * instance that holds two sub-blocks a lane (the held4 one keeps its registers); by default
+     * only on q4_0 gates, where they were measured to pay (run 15: +1.7% / +2.4% on the 1B; q8_0
+     * -0.1%, K-quants -1.2% / -1.7%: the counters and the completing block's codes cost the launch
+     * more than the quantizer they remove; the others not measured), =2 every type */
     const int pays = s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0);
-    const int codes = pays && n == 1 && out_to && cu_q8_type(out_to->type) && out_to->type != OB_TYPE_LEAN4 &&
-                      cu_gemv_takes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 && g->n_out <= CU_QROW_MAX &&
+    const int codes = pays && n == 1 && cu_reads_codes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 &&
+                      g->n_out <= CU_QROW_MAX &&
                       !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in));
     if (codes) {
         xq_reserve(s, &s->xq2, &s->xq2_cap, n, (int)g->n_out, &a.cq, &a.cxs);

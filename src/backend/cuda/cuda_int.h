@@ -253,6 +253,10 @@ int cu_gemv(cu_state *s, const ob_weight *w, const float *x, float *y, int n, in
  * an f16 copy (above: cuBLAS, whose 16-bit activations differ from the int8 path's codes: a prompt
  * keeps the products of token-by-token decoding). */
 int cu_gemv_takes(const cu_state *s, const ob_weight *w, int n);
+/* Nonzero when w (NULL: no) on n tokens reads int8 codes of its input that its producer may hand
+ * it (cu_gemv_takes on an int8-path type but lean4, which quantizes its rotated input): the rule
+ * of the attention's codes for `wo` and the GLU's for `ffn_down` */
+int cu_reads_codes(const cu_state *s, const ob_weight *w, int n);
 /* y = x . W^T for any weight cu_gemv declines (n <= CU_GEMV_MAX), float path, rows read in place */
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n);
 /* The int8 activation buffers for n rows of dim (grown as needed), and what they hold. */
