@@ -30,9 +30,10 @@ r llama-3.2-1b.json l1b-f16.gguf f16
 ) &
 for t in Q4_0 Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l1b-f16.gguf $M/l1b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize $t failed"; done
 for t in tq2_0 tq1_0 i2_s q4_0; do r bitnet-2b-llamacpp-arch.json bn-$t.gguf $t & done
-# Qwen3-0.6B's shape: groups of 2 query heads a KV head (the grouped attention's fused form is
-# measured on groups of 4 only)
+# Qwen3-0.6B's shape: groups of 2 query heads a KV head; and the same with one KV head a query
+# head (MHA; not a published shape): the grouped attention's fused form on groups of 2 and 1
 r qwen3-0.6b.json q06-q4_0.gguf q4_0 &
+r qwen3-0.6b-mha.json q06mha-q4_0.gguf q4_0 &
 wait
 ls -la $M
 echo "setup done"

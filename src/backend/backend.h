@@ -202,6 +202,8 @@ long ob_cuda_f16_copy_reads(void);
 long ob_cuda_glu_codes_made(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);
+/* Launches of the grouped attention's fused form (rope_attention on k_attn_gqa), every backend (tests). */
+long ob_cuda_gqa_rope_launches(void);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);
