@@ -13,9 +13,9 @@
  * Precision as the prompt kernel's (f16 Q and P, f32 sums: about 1e-3). As `attention` it
  * writes no int8 codes for `wo` (that matmul quantizes its input itself when it takes codes), and
  * rope_kv runs before it (cu_rope_attention_ok declines those batches). Its fused form
- * (k_attn_gqa<D, true>, cu_rope_attention_gqa: the default from one token for groups of 2+,
- * OB_CUDA_ATTN_GQA_ROPE=N from N for every group, =0 off; +2.7% to +19% single-token decode
- * against the split kernel's fused form, docs/bench.md runs 15-16) takes rope_attention's contract
+ * (k_attn_gqa<D, true>, cu_rope_attention_gqa: the default from one token, OB_CUDA_ATTN_GQA_ROPE=N
+ * from N, =0 off; +2.7% to +19% single-token decode against the split kernel's fused form on
+ * groups of 4, 2 and 1 query heads a KV head, docs/bench.md runs 15-16) takes rope_attention's contract
  * for steps of distinct sequences: RoPE of q and K, the token's cache rows and the codes for
  * `wo`, in the same launch.
  * Does not own: the other attention kernels, the RoPE arithmetic (cuda_rows.cuh).
@@ -234,11 +234,8 @@ static int gq_shape_ok(const ob_attn_args *a) {
 
 int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a) { return s->attn_gqa && a->n >= s->attn_gqa && gq_shape_ok(a); }
 
-/* (by default groups of 2+ only: runs 15-16 measured groups of 4 and 2; groups of 1 (MHA) use
- * 1/16 of each mma's rows against the split kernel's block per query head, not measured) */
 int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r) {
-    return s->attn_gqa_rope && a->n >= s->attn_gqa_rope && gq_shape_ok(a) && r->n_rot >= 0 && r->n_rot <= a->head_dim &&
-           (s->attn_gqa_rope_all || a->n_head >= 2 * a->n_head_kv);
+    return s->attn_gqa_rope && a->n >= s->attn_gqa_rope && gq_shape_ok(a) && r->n_rot >= 0 && r->n_rot <= a->head_dim;
 }
 
 /* The spans a token's context may take (gq_split's S): one, unless spans are on (the default) and

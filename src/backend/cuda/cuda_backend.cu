@@ -184,12 +184,11 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_split = sp && atoi(sp) >= 1 && atoi(sp) <= 16 ? atoi(sp) : 2;
     const char *gq = getenv("OB_CUDA_ATTN_GQA");
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
-    /* its fused form from one token for groups of 2+ query heads a KV head (set, =N: from N
-     * tokens for every group; =0 off; unset, off with the grouped kernel), spans for long
-     * contexts, the GLU's codes for ffn_down: defaults since run 15, groups of 2 since run 16 (docs/bench.md) */
+    /* its fused form from one token (=N: from N tokens; =0 off; unset, off with the grouped
+     * kernel), spans for long contexts, the GLU's codes for ffn_down: defaults since run 15;
+     * the fused form on every group size since run 16 (docs/bench.md) */
     const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
     s->attn_gqa_rope = !gqr ? (s->attn_gqa ? 1 : 0) : atoi(gqr) >= 1 ? atoi(gqr) : 0;
-    s->attn_gqa_rope_all = gqr != NULL;
     const char *glc = getenv("OB_CUDA_GLU_CODES");
     s->glu_codes = !glc ? 1 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "2") ? 2 : 1;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");

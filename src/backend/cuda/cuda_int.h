@@ -142,7 +142,6 @@ typedef struct {
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (default 1; 0 off; unset, off with OB_CUDA_ATTN_GQA=0): steps of N+ distinct sequences on its fused form (rope_attention) */
-    int attn_gqa_rope_all; /* OB_CUDA_ATTN_GQA_ROPE set: every group size; else groups of 2+ query heads a KV head only (the measured ones) */
     int attn_gqa_split;    /* that kernel cuts long contexts into spans (cuda_attn_gqa.cu), unless OB_CUDA_ATTN_GQA_SPLIT=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
@@ -314,8 +313,8 @@ void cu_attention_mma_init(cu_state *s);
 int cu_attention_gqa_ok(const cu_state *s, const ob_attn_args *a);
 int cu_attention_gqa(cu_state *s, const ob_attn_args *a);
 /* its fused form for steps of distinct sequences (rope_attention's contract: RoPE, the cache
- * writes and the output's codes for `wo` in the same launch; from one token for groups of 2+ by
- * default, OB_CUDA_ATTN_GQA_ROPE=N from N for every group); 0: not launched */
+ * writes and the output's codes for `wo` in the same launch; from one token by
+ * default, OB_CUDA_ATTN_GQA_ROPE=N from N); 0: not launched */
 int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_rope *r);
 int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r);
 /* the int8 codes of an attention's output for `wo` where it reads them (cuda_attn.cu: q NULL none) */
