@@ -52,6 +52,10 @@
 #ifndef OB_CUDA_GLU_MINB
 #define OB_CUDA_GLU_MINB 0
 #endif
+/* k_gv's min blocks an SM by those options (0: none) */
+static constexpr int gv_minb(int nt, int hs, bool codes) {
+    return codes && OB_CUDA_GLU_MINB ? OB_CUDA_GLU_MINB : nt == 1 && hs == 2 ? OB_CUDA_GV_MINB : 0;
+}
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
 #endif
@@ -326,7 +330,7 @@ __device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, 
 /* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
  * others' registers stay as they were) */
 template <int T, int NT, int RMAX, int HS, bool CODES>
-__global__ void __launch_bounds__(GV_THREADS, CODES && OB_CUDA_GLU_MINB ? OB_CUDA_GLU_MINB : NT == 1 && HS == 2 ? OB_CUDA_GV_MINB : 0) k_gv(const gv_args a) {
+__global__ void __launch_bounds__(GV_THREADS, gv_minb(NT, HS, CODES)) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
     int j = 0;
