@@ -15,7 +15,7 @@
 #   abbuild DEFS  a build option against the default build: build-b/ built with the nvcc
 #            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"; TESTB=1 runs its `make test-cuda`
 #            too), then tg128 of the 1-2B files (FILES="..." for fewer) with each binary, twice
-#            alternating
+#            alternating, and the per-op profile of the first file with each
 #   stalls   Nsight Compute's stall reasons by source line of the decode attention (Llama-1B Q4_0)
 #            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/: the
 #            reports, their source pages as CSV and the lines with the most samples
@@ -86,7 +86,11 @@ abbuild)
         grep -v "convert: wrote" | tee $OUT/test-cuda-b.log | tail -4
     for f in $FILES; do waitfor $f.gguf; done
     for f in $FILES; do for rep in 1 2; do for b in build build-b; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
-        grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt ;;
+        grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt
+    # the per-op profile of the first file with each binary (where the option's time goes)
+    set -- $FILES
+    for b in build build-b; do OB_CUDA_PROFILE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -14 |
+        sed "s/^/$b /"; done > $OUT/abbuild-prof.txt ;;
 check)
     waitfor bn-tq2_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt
