@@ -38,23 +38,28 @@
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
-/* Build options for an A/B of k_gv's registers (not measured yet): N > 0 asks ptxas to fit N
- * blocks an SM (at most 65536 / (128 N) registers a thread) for the one-token instances that hold
- * two sub-blocks a lane (OB_CUDA_GV_MINB; the held4 and many-token ones spill at 7-8) or for the
- * GLU codes' instance alone (OB_CUDA_GLU_MINB, else it follows OB_CUDA_GV_MINB). On sm_90 that
- * instance takes more registers than the plain one for most types (q8_0 72 against 62: 7 blocks an
- * SM instead of 8, a suspect for run 16's -9.8% of the codes on the 8B Q8_0, whose gate/up blocks
- * shared memory does not limit); at 8 the one-token instances take 53-64 registers, q4_K's plain
- * one spills 8 bytes, q6_K's 4. 0 (default): no such bound, the same machine code as without. */
+/* k_gv's registers: N > 0 asks ptxas to fit N blocks an SM (at most 65536 / (128 N) registers a
+ * thread) for the one-token instances that hold two sub-blocks a lane (OB_CUDA_GV_MINB) of the
+ * types OB_CUDA_GV_MINB_TYPES (bit 1 << type; the held4 and many-token instances spill at 7-8), or
+ * for the GLU codes' instance alone (OB_CUDA_GLU_MINB, else it follows OB_CUDA_GV_MINB). Default:
+ * 8 on q8_0 and tq2_0 (62 -> 56 and 80 -> 60 registers on sm_90; run 17, two builds side by side:
+ * BitNet-2B TQ2_0 +5.6%, Llama-3.2-1B Q8_0 +2.0%, the 8B Q8_0 +0.0%), none on the others, which
+ * lost with it (Llama-1B Q4_0 -2.5%, Q4_K_M -3.1%, BitNet I2_S -6.4%, TQ1_0 -2.7%; q6_K alone
+ * -0.4%). It does not make the GLU codes pay on the 8B Q8_0 (-9.2% against -10.2% without). */
 #ifndef OB_CUDA_GV_MINB
-#define OB_CUDA_GV_MINB 0
+#define OB_CUDA_GV_MINB 8
 #endif
 #ifndef OB_CUDA_GLU_MINB
 #define OB_CUDA_GLU_MINB 0
 #endif
+#ifndef OB_CUDA_GV_MINB_TYPES
+#define OB_CUDA_GV_MINB_TYPES (1ULL << OB_TYPE_Q8_0 | 1ULL << OB_TYPE_TQ2_0)
+#endif
 /* k_gv's min blocks an SM by those options (0: none) */
-static constexpr int gv_minb(int nt, int hs, bool codes) {
-    return codes && OB_CUDA_GLU_MINB ? OB_CUDA_GLU_MINB : nt == 1 && hs == 2 ? OB_CUDA_GV_MINB : 0;
+static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
+    return codes && OB_CUDA_GLU_MINB                                      ? OB_CUDA_GLU_MINB
+           : nt == 1 && hs == 2 && t < 64 && ((unsigned long long)OB_CUDA_GV_MINB_TYPES >> (t & 63) & 1) ? OB_CUDA_GV_MINB
+                                                                          : 0;
 }
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
@@ -330,7 +335,7 @@ __device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, 
 /* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
  * others' registers stay as they were) */
 template <int T, int NT, int RMAX, int HS, bool CODES>
-__global__ void __launch_bounds__(GV_THREADS, gv_minb(NT, HS, CODES)) k_gv(const gv_args a) {
+__global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
     int j = 0;

@@ -531,6 +531,9 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
+#ifndef OB_CUDA_Q6K_VSUB
+#define OB_CUDA_Q6K_VSUB 0
+#endif
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */
     int w[8];
     float d;
@@ -548,7 +551,7 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
         sc0 = (int8_t)p.scales[8 * h + 2 * g];
         sc1 = (int8_t)p.scales[8 * h + 2 * g + 1];
     }
-    /* codes (ql | qh << 4) - 32 of group g */
+#if OB_CUDA_Q6K_VSUB /* build option (A/B): the codes less 32 in each byte, one __vsub4 a word */
     __host__ __device__ __forceinline__ void unpack(const uint32_t ql[8], const uint32_t qh[8], int g) {
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -559,6 +562,19 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
         return d * (xs.x * (float)(sc0 * dp8(w, x, 0, 4) + sc1 * dp8(w, x, 4, 8)));
     }
+#else
+    /* codes ql | qh << 4 of group g (0..63, so also their signed bytes); dot takes the 32 off */
+    __host__ __device__ __forceinline__ void unpack(const uint32_t ql[8], const uint32_t qh[8], int g) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = (int)(((ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu) | (((qh[k] >> (2 * g)) & 0x03030303u) << 4));
+    }
+    /* sum (q - 32) x = sum q x - 32 sum x, the same integers: the second term depends on the
+     * activation only, so a caller holding x over rows (gv_rows_q8_held) computes it once */
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
+        const int s0 = dp8(w, x, 0, 4) - 32 * csum(x, 0, 4), s1 = dp8(w, x, 4, 8) - 32 * csum(x, 4, 8);
+        return d * (xs.x * (float)(sc0 * s0 + sc1 * s1));
+    }
+#endif
 };
 
 template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j & 3) of bytes 32 (j / 4) .. */
