@@ -61,6 +61,9 @@ static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
            : nt == 1 && hs == 2 && t < 64 && ((unsigned long long)OB_CUDA_GV_MINB_TYPES >> (t & 63) & 1) ? OB_CUDA_GV_MINB
                                                                           : 0;
 }
+#ifndef OB_CUDA_GV_A16 /* build option: 0 leaves the held rows' loads testing each address (A/B) */
+#define OB_CUDA_GV_A16 1
+#endif
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
 #endif
@@ -176,28 +179,15 @@ __device__ __forceinline__ void gv_q8_sb(const gv_args &a, const uint8_t *rp, in
     }
 }
 
-/* One token's int8 rows when each lane has at most HS sub-blocks of a row (sb0, sb0 + sbs, ...):
- * their codes and scales are loaded once into registers for every row, and rows go two at a time
- * (r and r + step), so that each warp has two independent chains of loads, dot products and
- * shuffles in flight. Each row's sum is that of gv_rows_q8 (the same terms in the same order). */
-template <int T, int RMAX, int HS>
-__device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
-                                                int step, int sb0, int sbs, const int8_t *xq, const float2 *xs, float (*red)[RMAX]) {
-    const int nsb = a.n_in / 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int x[HS][8] = {};
-    float2 sc[HS] = {};
-    bool has[HS];
-#pragma unroll
-    for (int k = 0; k < HS; k++) {
-        const int sb = sb0 + k * sbs;
-        has[k] = sb < nsb;
-        if (has[k]) {
-            const int4 *xp = (const int4 *)xq + 2 * sb;
-            const int4 p = xp[0], q = xp[1];
-            x[k][0] = p.x; x[k][1] = p.y; x[k][2] = p.z; x[k][3] = p.w; x[k][4] = q.x; x[k][5] = q.y; x[k][6] = q.z; x[k][7] = q.w;
-            sc[k] = xs[sb];
-        }
-    }
+/* The held rows' loop (gv_rows_q8_held) with A16: the block's staged rows are 16-byte aligned
+ * (checked once a block), which the decoders' loads then know at compile time instead of testing
+ * each address (ld_words_row, q8_al16: a branch around every load, which also kept the two rows'
+ * loads apart). xp: the activation's own terms of each sub-block's dot (q8_xpre), once for all rows. */
+template <int T, int RMAX, int HS, bool A16>
+__device__ __forceinline__ void gv_held_loop(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
+                                             int step, int sb0, int sbs, const int (&x)[HS][8], const float2 (&sc)[HS],
+                                             const bool (&has)[HS], const int2 (&xp)[HS], float (*red)[RMAX]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll 1
     for (int r = first; r < rows; r += 2 * step) {
         const int r2 = r + step;
@@ -209,10 +199,10 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
             if (has[k]) {
                 const int sb = sb0 + k * sbs;
                 q8w<T> W, W2;
-                q8_load(W, rp, sb, a.rb);
-                q8_load(W2, rp2, sb, a.rb);
-                v += W.dot(x[k], sc[k]);
-                v2 += W2.dot(x[k], sc[k]);
+                q8_load<T, A16>(W, rp, sb, a.rb);
+                q8_load<T, A16>(W2, rp2, sb, a.rb);
+                v += q8_dot_pre(W, x[k], sc[k], xp[k]);
+                v2 += q8_dot_pre(W2, x[k], sc[k], xp[k]);
             }
         }
         v = gv_warp_sum(v);
@@ -222,6 +212,36 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
             if (two) red[warp][r2] = v2;
         }
     }
+}
+
+/* One token's int8 rows when each lane has at most HS sub-blocks of a row (sb0, sb0 + sbs, ...):
+ * their codes and scales are loaded once into registers for every row, and rows go two at a time
+ * (r and r + step), so that each warp has two independent chains of loads, dot products and
+ * shuffles in flight. Each row's sum is that of gv_rows_q8 (the same terms in the same order). */
+template <int T, int RMAX, int HS>
+__device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
+                                                int step, int sb0, int sbs, const int8_t *xq, const float2 *xs, float (*red)[RMAX]) {
+    const int nsb = a.n_in / 32;
+    int x[HS][8] = {};
+    float2 sc[HS] = {};
+    bool has[HS];
+    int2 xp[HS];
+#pragma unroll
+    for (int k = 0; k < HS; k++) {
+        const int sb = sb0 + k * sbs;
+        has[k] = sb < nsb;
+        if (has[k]) {
+            const int4 *xp4 = (const int4 *)xq + 2 * sb;
+            const int4 p = xp4[0], q = xp4[1];
+            x[k][0] = p.x; x[k][1] = p.y; x[k][2] = p.z; x[k][3] = p.w; x[k][4] = q.x; x[k][5] = q.y; x[k][6] = q.z; x[k][7] = q.w;
+            sc[k] = xs[sb];
+        }
+        xp[k] = q8_xpre<T>(x[k]);
+    }
+    if (OB_CUDA_GV_A16 && ((uintptr_t)base0 % 16 | (uintptr_t)base1 % 16 | a.rb % 16) == 0)
+        gv_held_loop<T, RMAX, HS, true>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
+    else
+        gv_held_loop<T, RMAX, HS, false>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
 }
 
 /* Int8 path (cuda_q8.cuh), one row at a time (the row loop is not unrolled: registers do not grow

@@ -249,14 +249,16 @@ template <int W, int N> __host__ __device__ __forceinline__ void ld_wide(const u
  * aligned, as uploads are: their blocks are multiples of 16 bytes). */
 template <int N> __host__ __device__ __forceinline__ void ld_words16(const uint8_t *p, uint32_t w[N]) { ld_wide<4, N>(p, w); }
 __host__ __device__ __forceinline__ bool q8_al16(const uint8_t *p) { return OB_CUDA_LD16 && ((uintptr_t)p & 15) == 0; }
+/* the same, where A16 says at compile time that p is 16-byte aligned (the caller checked its rows) */
+template <bool A16> __host__ __device__ __forceinline__ bool q8_al16(const uint8_t *p) { return (A16 && OB_CUDA_LD16) || q8_al16(p); }
 
 /* N words (N a multiple of 4) from p, 2-byte aligned, with the widest loads p's alignment allows:
  * for packed rows (cuda_quant.cuh), where that alignment is the row's and so the same for a whole
  * warp in the decode kernels; lanes of different alignments take the branches one after another
  * (k_mmq, whose warps load 16 rows: BitNet's 660-byte tq2_0 rows there have four alignments). */
-template <int N> __host__ __device__ __forceinline__ void ld_words_row(const uint8_t *p, uint32_t w[N]) {
+template <int N, bool A16 = false> __host__ __device__ __forceinline__ void ld_words_row(const uint8_t *p, uint32_t w[N]) {
     const uintptr_t a = (uintptr_t)p;
-    if (q8_al16(p)) {
+    if (q8_al16<A16>(p)) {
         ld_words16<N>(p, w);
     } else if ((a & 7) == 0) {
         ld_wide<2, N>(p, w);
@@ -360,10 +362,10 @@ template <int BYTES, bool MIN, bool HIGH, bool GRID, int OFF> struct q8w_nib {
 template <> struct q8w<OB_TYPE_Q4_0> : q8w_nib<18, false, false, false, 8> {
     /* the packed row layout (cu_pack_rows): 16 code bytes at 16 sb, d after them (q8w_nib's load:
      * q4_1, q5_0, q5_1, iq4_nl) */
-    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+    template <bool A16 = false> __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q4_0>(row, nb, sb);
         uint32_t q[4];
-        ld_words_row<4>(p.codes, q);
+        ld_words_row<4, A16>(p.codes, q);
         nibbles_of(q, w);
         d = q8_ld_h(p.d);
         m = 0.0f;
@@ -378,9 +380,9 @@ template <> struct q8w<OB_TYPE_Q8_0> {
     int w[8];
     float d;
     /* the packed row layout (cu_pack_rows): 32 codes at 32 sb, d after them */
-    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+    template <bool A16 = false> __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q8_0>(row, nb, sb);
-        ld_words_row<8>(p.codes, (uint32_t *)w);
+        ld_words_row<8, A16>(p.codes, (uint32_t *)w);
         d = q8_ld_h(p.d);
     }
     __host__ __device__ __forceinline__ float scale(int s, float2 xs) const { return d * (xs.x * (float)s); }
@@ -392,12 +394,12 @@ template <> struct q8w<OB_TYPE_Q8_0> {
 template <bool HIGH> struct q8w_k {
     int w[8];
     float d1, m1;
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    template <bool A16 = false> __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 3) * (HIGH ? 176 : 144), *qs = b + (HIGH ? 48 : 16) + 32 * ((sb & 7) >> 1);
         const int j = sb & 7, sh = 4 * (j & 1);
         int sc, m;
         uint32_t qh[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (q8_al16(b)) { /* the header (d, dmin, the twelve scale bytes) in one load: k4_scale_min's bytes */
+        if (q8_al16<A16>(b)) { /* the header (d, dmin, the twelve scale bytes) in one load: k4_scale_min's bytes */
             uint32_t hd[4];
             ld_words16<4>(b, hd);
             const int i = 8 * (j & 3);
@@ -531,8 +533,8 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
-#ifndef OB_CUDA_Q6K_VSUB
-#define OB_CUDA_Q6K_VSUB 0
+#ifndef OB_CUDA_Q6K_PRE /* build option: 0 computes the 32's term in every dot (A/B) */
+#define OB_CUDA_Q6K_PRE 1
 #endif
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */
     int w[8];
@@ -540,51 +542,52 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
     int sc0, sc1;
     /* the packed row layout (cu_pack_rows): the block's 192 code bytes 16-byte
      * aligned where the row is, its scales and d after every block's codes */
-    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+    template <bool A16 = false> __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_Q6_K>(row, nb, sb >> 3);
         const int j = sb & 7, h = j >> 2, g = j & 3;
         uint32_t ql[8], qh[8];
-        ld_words_row<8>(p.codes + 64 * h + 32 * (g & 1), ql);
-        ld_words_row<8>(p.codes + 128 + 32 * h, qh);
+        ld_words_row<8, A16>(p.codes + 64 * h + 32 * (g & 1), ql);
+        ld_words_row<8, A16>(p.codes + 128 + 32 * h, qh);
         unpack(ql, qh, g);
         d = q8_ld_h(p.d);
         sc0 = (int8_t)p.scales[8 * h + 2 * g];
         sc1 = (int8_t)p.scales[8 * h + 2 * g + 1];
     }
-#if OB_CUDA_Q6K_VSUB /* build option (A/B): the codes less 32 in each byte, one __vsub4 a word */
-    __host__ __device__ __forceinline__ void unpack(const uint32_t ql[8], const uint32_t qh[8], int g) {
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const uint32_t lo = (ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu, hi = ((qh[k] >> (2 * g)) & 0x03030303u) << 4;
-            w[k] = (int)q8_vsub4(lo | hi, 0x20202020u);
-        }
-    }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
-        return d * (xs.x * (float)(sc0 * dp8(w, x, 0, 4) + sc1 * dp8(w, x, 4, 8)));
-    }
-#else
     /* codes ql | qh << 4 of group g (0..63, so also their signed bytes); dot takes the 32 off */
     __host__ __device__ __forceinline__ void unpack(const uint32_t ql[8], const uint32_t qh[8], int g) {
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu) | (((qh[k] >> (2 * g)) & 0x03030303u) << 4));
     }
     /* sum (q - 32) x = sum q x - 32 sum x, the same integers: the second term depends on the
-     * activation only, so a caller holding x over rows (gv_rows_q8_held) computes it once */
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
-        const int s0 = dp8(w, x, 0, 4) - 32 * csum(x, 0, 4), s1 = dp8(w, x, 4, 8) - 32 * csum(x, 4, 8);
-        return d * (xs.x * (float)(sc0 * s0 + sc1 * s1));
-    }
+     * activation only, so a caller holding x over rows (gv_rows_q8_held) computes it once. Run 17:
+     * the 1B's q6_K output matrix 71.9 -> 67.0 us a token against one __vsub4 a word of codes. */
+    __host__ __device__ __forceinline__ static int2 xpre(const int x[8]) {
+#if OB_CUDA_Q6K_PRE
+        return make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8));
+#else
+        return make_int2(0, 0);
 #endif
+    }
+    __host__ __device__ __forceinline__ float dot_pre(const int x[8], float2 xs, int2 p) const {
+#if !OB_CUDA_Q6K_PRE
+        p = make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8));
+#endif
+        return d * (xs.x * (float)(sc0 * (dp8(w, x, 0, 4) + p.x) + sc1 * (dp8(w, x, 4, 8) + p.y)));
+    }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
+        const int2 p = make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8));
+        return d * (xs.x * (float)(sc0 * (dp8(w, x, 0, 4) + p.x) + sc1 * (dp8(w, x, 4, 8) + p.y)));
+    }
 };
 
 template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j & 3) of bytes 32 (j / 4) .. */
     int w[8];
     float d;
     /* the packed row layout (cu_pack_rows): 64 code bytes at 64 k, d after them */
-    __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
+    template <bool A16 = false> __host__ __device__ __forceinline__ void load_packed(const uint8_t *row, int sb, int nb) {
         const cu_pk p = cu_pk_at<OB_TYPE_TQ2_0>(row, nb, sb >> 3);
         const int j = sb & 7, sh = 2 * (j & 3);
-        ld_words_row<8>(p.codes + 32 * (j >> 2), (uint32_t *)w);
+        ld_words_row<8, A16>(p.codes + 32 * (j >> 2), (uint32_t *)w);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
         d = q8_ld_h(p.d);
@@ -595,10 +598,10 @@ template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j &
 
 template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); group g: bits 6 - 2 g of the block's bytes */
     int w[8];
-    __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
+    template <bool A16 = false> __host__ __device__ __forceinline__ void load(const uint8_t *row, int sb) {
         const uint8_t *b = row + (size_t)(sb >> 2) * 32;
         const int sh = 6 - 2 * (sb & 3);
-        if (q8_al16(b)) ld_words16<8>(b, (uint32_t *)w);
+        if (q8_al16<A16>(b)) ld_words16<8>(b, (uint32_t *)w);
         else ld_words<8>(b, (uint32_t *)w);
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((uint32_t)w[k] >> sh) & 0x03030303u);
@@ -607,11 +610,25 @@ template <> struct q8w<OB_TYPE_I2_S> { /* q - 1 (the tensor scale comes after); 
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
+/* the unpacked types whose load takes A16 (their blocks are multiples of 16 bytes) */
+__host__ __device__ constexpr bool q8_loads_a16(int t) { return t == OB_TYPE_Q4_K || t == OB_TYPE_Q5_K || t == OB_TYPE_I2_S; }
 /* q8w<T>::load of a row as uploaded (rb: the row's bytes, which give nb; load_packed for the
- * packed types). */
-template <int T> __host__ __device__ __forceinline__ void q8_load(q8w<T> &W, const uint8_t *row, int sb, size_t rb) {
-    if constexpr (cu_packed_type(T)) W.load_packed(row, sb, (int)(rb / cu_type<T>::bytes));
+ * packed types); A16: the row is 16-byte aligned, known to the caller. */
+template <int T, bool A16 = false> __host__ __device__ __forceinline__ void q8_load(q8w<T> &W, const uint8_t *row, int sb, size_t rb) {
+    if constexpr (cu_packed_type(T)) W.template load_packed<A16>(row, sb, (int)(rb / cu_type<T>::bytes));
+    else if constexpr (q8_loads_a16(T)) W.template load<A16>(row, sb);
     else W.load(row, sb);
+}
+
+/* The terms of a sub-block's dot that depend on the activation's codes only (q6_K's 32 times
+ * their sums), for callers that hold the codes over many rows; q8_dot_pre takes them. */
+template <int T> __host__ __device__ __forceinline__ int2 q8_xpre(const int x[8]) {
+    if constexpr (T == OB_TYPE_Q6_K) return q8w<T>::xpre(x);
+    else return make_int2(0, 0);
+}
+template <int T> __host__ __device__ __forceinline__ float q8_dot_pre(const q8w<T> &W, const int x[8], float2 xs, int2 p) {
+    if constexpr (T == OB_TYPE_Q6_K) return W.dot_pre(x, xs, p);
+    else return W.dot(x, xs);
 }
 
 #endif
