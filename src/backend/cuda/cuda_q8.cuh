@@ -533,8 +533,10 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
-#ifndef OB_CUDA_Q6K_PRE /* build option: 0 computes the 32's term in every dot (A/B) */
-#define OB_CUDA_Q6K_PRE 1
+/* Build option, not yet run on a GPU (default off): 1 lets the held rows (gv_rows_q8_held) take
+ * q6_K's 32 times the activation's sums once for all rows instead of in every dot (xpre). */
+#ifndef OB_CUDA_Q6K_PRE
+#define OB_CUDA_Q6K_PRE 0
 #endif
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */
     int w[8];
@@ -559,25 +561,16 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
         for (int k = 0; k < 8; k++) w[k] = (int)(((ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu) | (((qh[k] >> (2 * g)) & 0x03030303u) << 4));
     }
     /* sum (q - 32) x = sum q x - 32 sum x, the same integers: the second term depends on the
-     * activation only, so a caller holding x over rows (gv_rows_q8_held) computes it once. Run 17:
+     * activation only, so a caller holding x over rows (gv_rows_q8_held) can take it once (xpre,
+     * dot_pre; with OB_CUDA_Q6K_PRE, else dot_pre computes it too). Run 17:
      * the 1B's q6_K output matrix 71.9 -> 67.0 us a token against one __vsub4 a word of codes. */
-    __host__ __device__ __forceinline__ static int2 xpre(const int x[8]) {
-#if OB_CUDA_Q6K_PRE
-        return make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8));
-#else
-        return make_int2(0, 0);
-#endif
-    }
-    __host__ __device__ __forceinline__ float dot_pre(const int x[8], float2 xs, int2 p) const {
-#if !OB_CUDA_Q6K_PRE
-        p = make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8));
-#endif
+    __host__ __device__ __forceinline__ static int2 terms(const int x[8]) { return make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8)); }
+    __host__ __device__ __forceinline__ static int2 xpre(const int x[8]) { return OB_CUDA_Q6K_PRE ? terms(x) : make_int2(0, 0); }
+    __host__ __device__ __forceinline__ float dot_with(const int x[8], float2 xs, int2 p) const {
         return d * (xs.x * (float)(sc0 * (dp8(w, x, 0, 4) + p.x) + sc1 * (dp8(w, x, 4, 8) + p.y)));
     }
-    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const {
-        const int2 p = make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8));
-        return d * (xs.x * (float)(sc0 * (dp8(w, x, 0, 4) + p.x) + sc1 * (dp8(w, x, 4, 8) + p.y)));
-    }
+    __host__ __device__ __forceinline__ float dot_pre(const int x[8], float2 xs, int2 p) const { return dot_with(x, xs, OB_CUDA_Q6K_PRE ? p : terms(x)); }
+    __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return dot_with(x, xs, terms(x)); }
 };
 
 template <> struct q8w<OB_TYPE_TQ2_0> { /* (q - 1) * d, sub-block j: bits 2 (j & 3) of bytes 32 (j / 4) .. */
