@@ -89,7 +89,7 @@ abbuild)
         grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt
     # the per-op profile of the first file with each binary (where the option's time goes)
     set -- $FILES
-    for b in build build-b; do OB_CUDA_PROFILE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -14 |
+    for b in build build-b; do OB_CUDA_PROFILE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 |
         sed "s/^/$b /"; done > $OUT/abbuild-prof.txt ;;
 check)
     waitfor bn-tq2_0.gguf

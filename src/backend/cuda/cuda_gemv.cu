@@ -44,8 +44,8 @@
  * for the GLU codes' instance alone (OB_CUDA_GLU_MINB, else it follows OB_CUDA_GV_MINB). Default:
  * 8 on q8_0 and tq2_0 (62 -> 56 and 80 -> 60 registers on sm_90; run 17, two builds side by side:
  * BitNet-2B TQ2_0 +5.6%, Llama-3.2-1B Q8_0 +2.0%, the 8B Q8_0 +0.0%), none on the others, which
- * lost with it (Llama-1B Q4_0 -2.5%, Q4_K_M -3.1%, BitNet I2_S -6.4%, TQ1_0 -2.7%; q6_K alone
- * -0.4%). It does not make the GLU codes pay on the 8B Q8_0 (-9.2% against -10.2% without). */
+ * lost with it (Llama-1B Q4_0 -2.5%, Q4_K_M -3.2%, BitNet I2_S -6.3%, TQ1_0 -2.7%; q6_K alone:
+ * within the noise). It does not make the GLU codes pay on the 8B Q8_0 (-9.2% against -10.2% without). */
 #ifndef OB_CUDA_GV_MINB
 #define OB_CUDA_GV_MINB 8
 #endif
@@ -58,7 +58,7 @@
 /* k_gv's min blocks an SM by those options (0: none) */
 static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
     return codes && OB_CUDA_GLU_MINB                                      ? OB_CUDA_GLU_MINB
-           : nt == 1 && hs == 2 && t < 64 && ((unsigned long long)OB_CUDA_GV_MINB_TYPES >> (t & 63) & 1) ? OB_CUDA_GV_MINB
+           : nt == 1 && hs == 2 && t < 64 && ((unsigned long long)(OB_CUDA_GV_MINB_TYPES) >> (t & 63) & 1) ? OB_CUDA_GV_MINB
                                                                           : 0;
 }
 /* Build option, not yet run on a GPU (default off: the machine code run 17 measured and tested):
@@ -240,10 +240,10 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
         }
         xp[k] = q8_xpre<T>(x[k]);
     }
-    if (OB_CUDA_GV_A16 && ((uintptr_t)base0 % 16 | (uintptr_t)base1 % 16 | a.rb % 16) == 0)
-        gv_held_loop<T, RMAX, HS, true>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
-    else
-        gv_held_loop<T, RMAX, HS, false>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
+    if constexpr (OB_CUDA_GV_A16 && (cu_packed_type(T) || q8_loads_a16(T))) /* the types whose loads take A16 */
+        if (((uintptr_t)base0 % 16 | (uintptr_t)base1 % 16 | a.rb % 16) == 0)
+            return gv_held_loop<T, RMAX, HS, true>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
+    gv_held_loop<T, RMAX, HS, false>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
 }
 
 /* Int8 path (cuda_q8.cuh), one row at a time (the row loop is not unrolled: registers do not grow

@@ -538,7 +538,7 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
 #ifndef OB_CUDA_Q6K_PRE
 #define OB_CUDA_Q6K_PRE 0
 #endif
-template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements */
+template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements; w: ql | qh << 4 */
     int w[8];
     float d;
     int sc0, sc1;

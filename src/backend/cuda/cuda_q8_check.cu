@@ -91,6 +91,21 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
                 int xw[8];
                 memcpy(xw, c + 32 * b, 32);
                 got += (double)W.dot(xw, xs[b]) * tscale;
+                /* the held rows' forms (cuda_gemv.cu): the activation's terms taken apart (q8_xpre,
+                 * OB_CUDA_Q6K_PRE), and loads told at compile time that a row is 16-byte aligned
+                 * (OB_CUDA_GV_A16; wq is, and so its rows of a multiple of 16 bytes) */
+                if (q8_dot_pre(W, xw, xs[b], q8_xpre<T>(xw)) != W.dot(xw, xs[b])) {
+                    worst = 1;
+                    goto done;
+                }
+                if (rb % 16 == 0 && ((uintptr_t)wq & 15) == 0) {
+                    q8w<T> A;
+                    q8_load<T, true>(A, wq + (size_t)r * rb, b, rb);
+                    if (A.dot(xw, xs[b]) != W.dot(xw, xs[b])) {
+                        worst = 1;
+                        goto done;
+                    }
+                }
                 for (int o = 0; o < 3; o++) {
                     q8w<T> M;
                     q8_load(M, wm[o] + (size_t)r * rb, b, rb);
