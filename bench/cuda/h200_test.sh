@@ -12,10 +12,12 @@
 #            alternating: tg128 of the 1-2B files (FILES="..." for fewer; ARGS="-p 512,4096 -n 0"
 #            PAT=pp for prompts instead; the 8B files once setup has written them), then the per-op
 #            profile (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
-#   abbuild DEFS  a build option against the default build: build-b/ built with the nvcc
-#            definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"; TESTB=1 runs its `make test-cuda`
-#            too), then tg128 of the 1-2B files (FILES="..." for fewer) with each binary, twice
-#            alternating, and the per-op profile of the first file with each
+#   abbuild DEFS [DEFS2]  build options against the default build: build-b/ built with the
+#            nvcc definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"), build-c/ with DEFS2 if given
+#            (TESTB=1 runs their `make test-cuda` too), then tg128 of the 1-2B files (FILES="..."
+#            for fewer) with each binary, twice (the second time in the reverse order), and the
+#            per-op profile of the first file with each. Make does not see a change of DEFS: on a
+#            warm machine, rm -rf build-b build-c first
 #   stalls   Nsight Compute's stall reasons by source line of the decode attention (Llama-1B Q4_0)
 #            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/: the
 #            reports, their source pages as CSV and the lines with the most samples
@@ -80,16 +82,23 @@ ab)
     OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
 abbuild)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M bn-tq2_0}
-    make CUDA=1 BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 build-b/1bit >$OUT/build-b.log 2>&1 || { tail -30 $OUT/build-b.log; exit 1; }
-    # TESTB=1: `make test-cuda` of build-b too (for options that change the sums' order)
-    [ "$TESTB" = 1 ] && timeout 400 make BUILD=build-b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $2" -j16 test-cuda 2>&1 |
-        grep -v "convert: wrote" | tee $OUT/test-cuda-b.log | tail -4
+    BUILDS="build build-b"
+    [ -n "$3" ] && BUILDS="build build-b build-c"
+    for b in $BUILDS; do
+        case $b in build) continue ;; build-b) D=$2 ;; build-c) D=$3 ;; esac
+        make CUDA=1 BUILD=$b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $D" -j16 $b/1bit >$OUT/$b.log 2>&1 || { tail -30 $OUT/$b.log; exit 1; }
+        # TESTB=1: `make test-cuda` of that build too (for options that change the sums' order)
+        [ "$TESTB" = 1 ] && timeout 400 make BUILD=$b CUDA_ARCH="-gencode arch=compute_90,code=sm_90 $D" -j16 test-cuda 2>&1 |
+            grep -v "convert: wrote" | tee $OUT/test-cuda-${b#build-}.log | tail -4
+    done
     for f in $FILES; do waitfor $f.gguf; done
-    for f in $FILES; do for rep in 1 2; do for b in build build-b; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
+    # twice, the second time in the reverse order (an effect of the order cancels in the means)
+    REV=$(echo $BUILDS | tr ' ' '\n' | tac | tr '\n' ' ')
+    for f in $FILES; do for order in "$BUILDS" "$REV"; do for b in $order; do ./$b/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 |
         grep -E "tg|rror" | sed "s/^/$b $f /"; done; done; done | tee $OUT/abbuild.txt
     # the per-op profile of the first file with each binary (where the option's time goes)
     set -- $FILES
-    for b in build build-b; do OB_CUDA_PROFILE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 |
+    for b in $BUILDS; do OB_CUDA_PROFILE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 |
         sed "s/^/$b /"; done > $OUT/abbuild-prof.txt ;;
 check)
     waitfor bn-tq2_0.gguf
