@@ -1,0 +1,146 @@
+/* syncs.cu — what a decode step's synchronization costs on this GPU, for docs/cuda.md's "What
+ * would close the gaps": (1) a round of two cluster barriers with a distributed-shared-memory
+ * read between them (8 blocks a cluster, the shape of a norm shared by a matmul's clusters),
+ * against (2) two __syncthreads, in one launch of a grid that fills the GPU (8 blocks of 128
+ * threads an SM), per round; (3) one dependent kernel of such a grid in a recorded chain (a CUDA
+ * graph of 256 launches, each block reading a value the previous kernel wrote), with programmatic
+ * dependent launch as the backend uses it and without. Build: nvcc -O2 -arch=sm_90. */
+#include <algorithm>
+#include <cooperative_groups.h>
+#include <cstdio>
+#include <vector>
+#include <cuda_runtime.h>
+
+namespace cg = cooperative_groups;
+
+#define TH 128
+#define ROUNDS 2000
+#define CHAIN 256
+
+#define CHECK(x)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            printf("syncs: %s: %s\n", #x, cudaGetErrorString(e_));                           \
+            return 1;                                                                         \
+        }                                                                                     \
+    } while (0)
+
+/* each round: every block publishes a value, the cluster waits, each block reads its 8 ranks'
+ * values from their shared memory, the cluster waits again (before the next round overwrites) */
+__global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(TH) k_cluster(float *out, int rounds) {
+    __shared__ float mine;
+    cg::cluster_group cl = cg::this_cluster();
+    float acc = 0.0f;
+    for (int r = 0; r < rounds; r++) {
+        if (threadIdx.x == 0) mine = acc + (float)cl.block_rank();
+        cl.sync();
+        if (threadIdx.x < 8) acc += *cl.map_shared_rank(&mine, threadIdx.x);
+        cl.sync();
+    }
+    if (threadIdx.x < 8) out[blockIdx.x * 8 + threadIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(TH) k_block(float *out, int rounds) {
+    __shared__ float mine[8];
+    float acc = 0.0f;
+    for (int r = 0; r < rounds; r++) {
+        if (threadIdx.x < 8) mine[threadIdx.x] = acc + (float)threadIdx.x;
+        __syncthreads();
+        if (threadIdx.x < 8) acc += mine[(threadIdx.x + 1) & 7];
+        __syncthreads();
+    }
+    if (threadIdx.x < 8) out[blockIdx.x * 8 + threadIdx.x] = acc;
+}
+
+/* one link of the chain: wait for the previous kernel (PDL), let the next be scheduled, read
+ * what the previous one wrote, write for the next */
+__global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    if (threadIdx.x == 0) out[blockIdx.x] = in[blockIdx.x] + 1.0f;
+}
+
+static float time_ms(cudaEvent_t e0, cudaEvent_t e1) {
+    float t = 0.0f;
+    cudaEventSynchronize(e1);
+    cudaEventElapsedTime(&t, e0, e1);
+    return t;
+}
+
+int main() {
+    int dev = 0, sms = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int blocks = sms * 8; /* a multiple of the cluster size */
+    float *buf;
+    CHECK(cudaMalloc(&buf, sizeof(float) * blocks * 8 * 2));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+
+    /* (1), (2): median of 5 launches of ROUNDS rounds, less a launch of 1 round */
+    std::vector<float> tc, tb;
+    for (int i = 0; i < 6; i++) {
+        float t[2][2];
+        for (int w = 0; w < 2; w++) {
+            const int rounds = w ? ROUNDS : 1;
+            cudaEventRecord(e0);
+            k_cluster<<<blocks, TH>>>(buf, rounds);
+            cudaEventRecord(e1);
+            t[0][w] = time_ms(e0, e1);
+            cudaEventRecord(e0);
+            k_block<<<blocks, TH>>>(buf, rounds);
+            cudaEventRecord(e1);
+            t[1][w] = time_ms(e0, e1);
+        }
+        CHECK(cudaGetLastError());
+        if (i) {
+            tc.push_back((t[0][1] - t[0][0]) / (ROUNDS - 1));
+            tb.push_back((t[1][1] - t[1][0]) / (ROUNDS - 1));
+        }
+    }
+    std::sort(tc.begin(), tc.end());
+    std::sort(tb.begin(), tb.end());
+    printf("round of two cluster barriers + a DSMEM read (8 blocks a cluster, %d blocks): %.3f us\n", blocks, tc[2] * 1e3);
+    printf("round of two __syncthreads (the same grid): %.3f us\n", tb[2] * 1e3);
+
+    /* (3): a recorded chain of CHAIN dependent kernels, with and without PDL */
+    cudaStream_t st;
+    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int pdl = 0; pdl < 2; pdl++) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < CHAIN; i++) {
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = pdl;
+            cfg.gridDim = dim3((unsigned)blocks);
+            cfg.blockDim = dim3(TH);
+            cfg.stream = st;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            const float *in = buf + (size_t)(i & 1) * blocks * 8;
+            float *out = buf + (size_t)((i + 1) & 1) * blocks * 8;
+            CHECK(cudaLaunchKernelEx(&cfg, k_link, in, out));
+        }
+        CHECK(cudaStreamEndCapture(st, &g));
+        CHECK(cudaGraphInstantiate(&ge, g, 0));
+        std::vector<float> tl;
+        for (int i = 0; i < 11; i++) {
+            cudaEventRecord(e0, st);
+            CHECK(cudaGraphLaunch(ge, st));
+            cudaEventRecord(e1, st);
+            if (i) tl.push_back(time_ms(e0, e1) / CHAIN);
+        }
+        std::sort(tl.begin(), tl.end());
+        printf("dependent kernel in a recorded chain (%d blocks, %s): %.3f us\n", blocks, pdl ? "PDL" : "no PDL", tl[5] * 1e3);
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+    }
+    return 0;
+}
