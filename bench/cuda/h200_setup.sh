@@ -26,7 +26,7 @@ r llama-3.2-1b.json l1b-f16.gguf f16
 # to NAME.tmp and renamed when complete, so a file that exists is whole)
 [ "${LLAMA:-1}" = 1 ] && (
   r llama-3.1-8b.json l8b-f16.gguf f16
-  for t in Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l8b-f16.gguf $M/l8b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize 8B $t failed"; done
+  for t in Q4_K_M Q8_0 Q4_0; do nice -n 5 $OB quantize $M/l8b-f16.gguf $M/l8b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize 8B $t failed"; done
 ) &
 for t in Q4_0 Q4_K_M Q8_0; do nice -n 5 $OB quantize $M/l1b-f16.gguf $M/l1b-$t.gguf $t 16 >/dev/null 2>&1 || echo "quantize $t failed"; done
 for t in tq2_0 tq1_0 i2_s q4_0; do r bitnet-2b-llamacpp-arch.json bn-$t.gguf $t & done

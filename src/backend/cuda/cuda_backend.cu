@@ -190,7 +190,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
     s->attn_gqa_rope = !gqr ? (s->attn_gqa ? 1 : 0) : atoi(gqr) >= 1 ? atoi(gqr) : 0;
     const char *glc = getenv("OB_CUDA_GLU_CODES");
-    s->glu_codes = !glc ? 1 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "2") ? 2 : 1;
+    s->glu_codes = !glc ? 1 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "2") ? 2 : !strcmp(glc, "3") ? 3 : 1;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
     s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");

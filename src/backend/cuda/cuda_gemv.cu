@@ -407,22 +407,29 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
  * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax) {
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, int *fits = nullptr) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
-        if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) return m[i].R;
-    int R = 1;
+        if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) {
+            if (fits) *fits = m[i].fits;
+            return m[i].R;
+        }
+    int R = 1, fit = 0;
     for (int r = 1; r <= rmax / weights; r++) {
         const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
         if (r > 1 && smem > GV_SMEM) break;
         R = r;
         int occ = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
-        if ((rows + r - 1) / r <= (long)occ * s->sm_count) break;
+        if ((rows + r - 1) / r <= (long)occ * s->sm_count) {
+            fit = 1;
+            break;
+        }
     }
     int i = 0;
     while (i < CU_ROWS_MEMO - 1 && m[i].R) i++; /* full: the last entry is replaced */
-    m[i] = {k, rb, rows, weights, R};
+    m[i] = {k, rb, rows, weights, R, fit};
+    if (fits) *fits = fit;
     return R;
 }
 
@@ -479,6 +486,27 @@ static void gv_run(cu_state *s, int type, gv_args &a) {
 #define GV(T) gv_type<T>(s, a)
     CU_FOR_TYPE(type, GV)
 #undef GV
+}
+
+/* Whether the GLU codes' instance runs w (gate and up of rb-byte rows, n_out each) in one wave:
+ * its blocks' tails (a fence and an atomic before the completing block's codes, about 2-3 us)
+ * then come once, not once a wave with every block holding its slot through them (docs/cuda.md:
+ * the rule OB_CUDA_GLU_CODES=3 tries; not yet run on a GPU). */
+template <int T> static int gv_codes_fit_t(cu_state *s, size_t rb, long n_out) {
+    if constexpr (cu_q8_type(T)) {
+        int fit = 0;
+        gv_rows(s, (const void *)k_gv<T, 1, 16, 2, true>, rb, 2, n_out, 16, &fit);
+        return fit;
+    } else {
+        return 0;
+    }
+}
+static int gv_codes_fit(cu_state *s, const ob_weight *g) {
+    int fit = 0;
+#define FIT(T) fit = gv_codes_fit_t<T>(s, g->row_bytes, (long)g->n_out)
+    CU_FOR_TYPE(g->type, FIT)
+#undef FIT
+    return fit;
 }
 
 static gv_args gv_base(const ob_weight *w, const float *x, int n, int ep) {
@@ -604,8 +632,10 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
      * instance that holds two sub-blocks a lane (the held4 one keeps its registers); by default
      * only on q4_0 gates, where they were measured to pay (run 15: +1.7% / +2.4% on the 1B; q8_0
      * -0.1%, K-quants -1.2% / -1.7%: the counters and the completing block's codes cost the launch
-     * more than the quantizer they remove; the others not measured), =2 every type */
-    const int pays = s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0);
+     * more than the quantizer they remove; the others not measured), =2 every type, =3 where
+     * the launch is one wave (gv_codes_fit) */
+    const int pays = s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0) ||
+                     (s->glu_codes == 3 && gv_codes_fit(s, g));
     const int codes = pays && n == 1 && cu_reads_codes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 &&
                       g->n_out <= CU_QROW_MAX &&
                       !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in));
