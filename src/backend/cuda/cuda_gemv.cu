@@ -634,11 +634,10 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
      * -0.1%, K-quants -1.2% / -1.7%: the counters and the completing block's codes cost the launch
      * more than the quantizer they remove; the others not measured), =2 every type, =3 where
      * the launch is one wave (gv_codes_fit) */
-    const int pays = s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0) ||
-                     (s->glu_codes == 3 && gv_codes_fit(s, g));
-    const int codes = pays && n == 1 && cu_reads_codes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 &&
-                      g->n_out <= CU_QROW_MAX &&
-                      !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in));
+    const int codes = n == 1 && cu_reads_codes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 &&
+                      g->n_out <= CU_QROW_MAX && !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in)) &&
+                      (s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0) ||
+                       (s->glu_codes == 3 && gv_codes_fit(s, g))); /* (the occupancy query last) */
     if (codes) {
         xq_reserve(s, &s->xq2, &s->xq2_cap, n, (int)g->n_out, &a.cq, &a.cxs);
         cu_attn_scratch(s, 0, (size_t)n * g->n_out / 32); /* the counters (shared with the attention's: 0 between launches) */

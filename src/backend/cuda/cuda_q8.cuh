@@ -534,7 +534,7 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
 };
 
 /* Build option, not yet run on a GPU (default off): 1 lets the held rows (gv_rows_q8_held) take
- * q6_K's 32 times the activation's sums once for all rows instead of in every dot (xpre). */
+ * q6_K's 32 times the activation's sums once for all rows instead of in every dot (q8_xpre). */
 #ifndef OB_CUDA_Q6K_PRE
 #define OB_CUDA_Q6K_PRE 0
 #endif
@@ -560,16 +560,14 @@ template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale pe
 #pragma unroll
         for (int k = 0; k < 8; k++) w[k] = (int)(((ql[k] >> (4 * (g >> 1))) & 0x0f0f0f0fu) | (((qh[k] >> (2 * g)) & 0x03030303u) << 4));
     }
-    /* sum (q - 32) x = sum q x - 32 sum x, the same integers: the second term depends on the
-     * activation only, so a caller holding x over rows (gv_rows_q8_held) can take it once (xpre,
-     * dot_pre; with OB_CUDA_Q6K_PRE, else dot_pre computes it too). Run 17:
-     * the 1B's q6_K output matrix 71.9 -> 67.0 us a token against one __vsub4 a word of codes. */
+    /* sum (q - 32) x = sum q x - 32 sum x, the same integers: the second term (terms) depends on
+     * the activation only, so a caller holding x over rows (gv_rows_q8_held) can take it once
+     * (q8_xpre / q8_dot_pre, with OB_CUDA_Q6K_PRE). Run 17: the 1B's q6_K output matrix 71.9 ->
+     * 67.0 us a token against one __vsub4 a word of codes. */
     __host__ __device__ __forceinline__ static int2 terms(const int x[8]) { return make_int2(-32 * csum(x, 0, 4), -32 * csum(x, 4, 8)); }
-    __host__ __device__ __forceinline__ static int2 xpre(const int x[8]) { return OB_CUDA_Q6K_PRE ? terms(x) : make_int2(0, 0); }
     __host__ __device__ __forceinline__ float dot_with(const int x[8], float2 xs, int2 p) const {
         return d * (xs.x * (float)(sc0 * (dp8(w, x, 0, 4) + p.x) + sc1 * (dp8(w, x, 4, 8) + p.y)));
     }
-    __host__ __device__ __forceinline__ float dot_pre(const int x[8], float2 xs, int2 p) const { return dot_with(x, xs, OB_CUDA_Q6K_PRE ? p : terms(x)); }
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return dot_with(x, xs, terms(x)); }
 };
 
@@ -614,13 +612,14 @@ template <int T, bool A16 = false> __host__ __device__ __forceinline__ void q8_l
 }
 
 /* The terms of a sub-block's dot that depend on the activation's codes only (q6_K's 32 times
- * their sums), for callers that hold the codes over many rows; q8_dot_pre takes them. */
+ * their sums, with OB_CUDA_Q6K_PRE; else none), for callers that hold the codes over many rows;
+ * q8_dot_pre takes them (W.dot where there are none). */
 template <int T> __host__ __device__ __forceinline__ int2 q8_xpre(const int x[8]) {
-    if constexpr (T == OB_TYPE_Q6_K) return q8w<T>::xpre(x);
+    if constexpr (T == OB_TYPE_Q6_K && OB_CUDA_Q6K_PRE) return q8w<T>::terms(x);
     else return make_int2(0, 0);
 }
 template <int T> __host__ __device__ __forceinline__ float q8_dot_pre(const q8w<T> &W, const int x[8], float2 xs, int2 p) {
-    if constexpr (T == OB_TYPE_Q6_K) return W.dot_pre(x, xs, p);
+    if constexpr (T == OB_TYPE_Q6_K && OB_CUDA_Q6K_PRE) return W.dot_with(x, xs, p);
     else return W.dot(x, xs);
 }
 
