@@ -198,7 +198,7 @@ int ob_cuda_q8_selftest(char *report, size_t cap);
 long ob_cuda_graph_replays(void);
 /* Products that read a kept f16 copy of their weight (unless OB_CUDA_F16_COPY=0), every backend (tests). */
 long ob_cuda_f16_copy_reads(void);
-/* Decode GLU launches that made their output's int8 codes (the default on q4_0 gates; OB_CUDA_GLU_CODES=2 every type, =0 off), every backend (tests). */
+/* Decode GLU launches that made their output's int8 codes (by default where the launch is one wave; OB_CUDA_GLU_CODES=1 q4_0 gates, =2 every type, =0 off), every backend (tests). */
 long ob_cuda_glu_codes_made(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);

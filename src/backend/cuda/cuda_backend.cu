@@ -186,11 +186,12 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_gqa = !gq ? 5 : atoi(gq) >= 1 ? atoi(gq) : 0;
     /* its fused form from one token (=N: from N tokens; =0 off; unset, off with the grouped
      * kernel), spans for long contexts, the GLU's codes for ffn_down: defaults since run 15;
-     * the fused form on every group size since run 16 (docs/bench.md) */
+     * the fused form on every group size since run 16; the GLU codes where their launch is one
+     * wave since run 18 (docs/bench.md) */
     const char *gqr = getenv("OB_CUDA_ATTN_GQA_ROPE");
     s->attn_gqa_rope = !gqr ? (s->attn_gqa ? 1 : 0) : atoi(gqr) >= 1 ? atoi(gqr) : 0;
     const char *glc = getenv("OB_CUDA_GLU_CODES");
-    s->glu_codes = !glc ? 1 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "2") ? 2 : !strcmp(glc, "3") ? 3 : 1;
+    s->glu_codes = !glc ? 3 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "1") ? 1 : !strcmp(glc, "2") ? 2 : 3;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
     s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");

@@ -61,11 +61,14 @@ static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
            : nt == 1 && hs == 2 && t < 64 && ((unsigned long long)(OB_CUDA_GV_MINB_TYPES) >> (t & 63) & 1) ? OB_CUDA_GV_MINB
                                                                           : 0;
 }
-/* Build option, not yet run on a GPU (default off: the machine code run 17 measured and tested):
- * 1 lets the held rows' loads know their 16-byte alignment at compile time (gv_held_loop). */
+/* The types whose held rows' loads know their 16-byte alignment at compile time (gv_held_loop;
+ * bit 1 << type, 0: none). Run 18, two builds side by side: Llama-3.2-1B Q4_K_M +6.4%, Q4_0
+ * +3.5% (the q6_K output matrix 67.0 -> 56.8 us a token, 3.8 TB/s), BitNet TQ2_0 +0.1%, the 1B
+ * Q8_0 -0.4%, BitNet I2_S -0.8% (both runs), so every type but i2_s. */
 #ifndef OB_CUDA_GV_A16
-#define OB_CUDA_GV_A16 0
+#define OB_CUDA_GV_A16 (~(1ULL << OB_TYPE_I2_S))
 #endif
+static __host__ __device__ constexpr bool gv_a16(int t) { return t < 64 && ((unsigned long long)(OB_CUDA_GV_A16) >> (t & 63) & 1); }
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
 #endif
@@ -240,7 +243,7 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
         }
         xp[k] = q8_xpre<T>(x[k]);
     }
-    if constexpr (OB_CUDA_GV_A16 && (cu_packed_type(T) || q8_loads_a16(T))) /* the types whose loads take A16 */
+    if constexpr (gv_a16(T) && (cu_packed_type(T) || q8_loads_a16(T))) /* the types whose loads take A16 */
         if (((uintptr_t)base0 % 16 | (uintptr_t)base1 % 16 | a.rb % 16) == 0)
             return gv_held_loop<T, RMAX, HS, true>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
     gv_held_loop<T, RMAX, HS, false>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
@@ -322,8 +325,8 @@ void cu_xq_tag(cu_state *s, const float *src, int n, int dim) {
     s->xq_dim = dim;
 }
 
-/* The GLU output's int8 codes for ffn_down (the default on q4_0 gates; OB_CUDA_GLU_CODES=2 every
- * type, =0 off): a 32-element block of outputs spans the rows of several blocks, so each block
+/* The GLU output's int8 codes for ffn_down (by default where the launch is one wave; =1 on q4_0
+ * gates, OB_CUDA_GLU_CODES=2 every type, =0 off): a 32-element block of outputs spans the rows of several blocks, so each block
  * counts the rows it wrote into each of its blocks (one counter a token and 32-element block)
  * and the one that completes a block makes its codes
  * from memory (quant_elem: the quantizer's block mode, the attention's codes' one difference: a
@@ -491,7 +494,7 @@ static void gv_run(cu_state *s, int type, gv_args &a) {
 /* Whether the GLU codes' instance runs w (gate and up of rb-byte rows, n_out each) in one wave:
  * its blocks' tails (a fence and an atomic before the completing block's codes, about 2-3 us)
  * then come once, not once a wave with every block holding its slot through them (docs/cuda.md:
- * the rule OB_CUDA_GLU_CODES=3 tries; not yet run on a GPU). */
+ * the default rule since run 18). */
 template <int T> static int gv_codes_fit_t(cu_state *s, size_t rb, long n_out) {
     if constexpr (cu_q8_type(T)) {
         int fit = 0;
@@ -630,10 +633,11 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     /* the output's codes for the matmul that reads it next as it is (out_to: ffn_down, not after
      * BitNet's sub-norm), into the second codes buffer (the first holds x's): one token, on the
      * instance that holds two sub-blocks a lane (the held4 one keeps its registers); by default
-     * only on q4_0 gates, where they were measured to pay (run 15: +1.7% / +2.4% on the 1B; q8_0
-     * -0.1%, K-quants -1.2% / -1.7%: the counters and the completing block's codes cost the launch
-     * more than the quantizer they remove; the others not measured), =2 every type, =3 where
-     * the launch is one wave (gv_codes_fit) */
+     * where the launch is one wave (gv_codes_fit; run 18: the 8B Q4_0 +3.7% against =1, which
+     * made them there in two waves; the 1B Q4_0 the same choice, the 8B Q8_0 -0.3%), =1 on q4_0
+     * gates only (run 15: +1.7% / +2.4% on the 1B; q8_0 -0.1%, K-quants -1.2% / -1.7%: the
+     * counters and the completing block's codes cost a multi-wave launch more than the quantizer
+     * they remove), =2 every type */
     const int codes = n == 1 && cu_reads_codes(s, out_to, n) && cu_q8_type(g->type) && g->n_out % 32 == 0 &&
                       g->n_out <= CU_QROW_MAX && !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)g->n_in)) &&
                       (s->glu_codes == 2 || (s->glu_codes == 1 && g->type == OB_TYPE_Q4_0) ||

@@ -533,10 +533,11 @@ template <> struct q8w<OB_TYPE_LEAN4> { /* d_half * grid[q] of rotated rows; ele
     __host__ __device__ __forceinline__ float dot(const int x[8], float2 xs) const { return scale(dp8(w, x, 0, 8), xs); }
 };
 
-/* Build option, not yet run on a GPU (default off): 1 lets the held rows (gv_rows_q8_held) take
- * q6_K's 32 times the activation's sums once for all rows instead of in every dot (q8_xpre). */
+/* Build option (default on since run 18; 0 for an A/B): the held rows (gv_rows_q8_held) take
+ * q6_K's 32 times the activation's sums once for all rows instead of in every dot (q8_xpre):
+ * the 1B Q4_K_M's q6_K ffn_down 13.25 -> 12.46 us a layer (eager profile), tg128 within noise. */
 #ifndef OB_CUDA_Q6K_PRE
-#define OB_CUDA_Q6K_PRE 0
+#define OB_CUDA_Q6K_PRE 1
 #endif
 template <> struct q8w<OB_TYPE_Q6_K> { /* (ql | qh << 4) - 32, one int8 scale per 16 elements; w: ql | qh << 4 */
     int w[8];
