@@ -520,7 +520,7 @@ static long gqa_rope_launches(void) {
 #endif
 }
 
-/* The decode GLU's codes for ffn_down (the default, on g; one token): matmul_glu of n tokens
+/* The decode GLU's codes for ffn_down (on: g makes them for this type and shape; one token): matmul_glu of n tokens
  * naming the down weight (n_in = the GLU's n_out) as out_to, then that weight reading its output,
  * against the same down product of a copy of that output (the quantizer's codes): the same bits
  * (no random row lies on an int8 grid), for GLU widths that split a 32-element block over several
@@ -1254,14 +1254,23 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    /* the default: where the codes instance's launch is one wave (a few hundred blocks), not on
+     * the 8B shape's q8_0 gates (4779 blocks, several waves on any GPU); =1 q4_0 gates only;
+     * =2 every type */
     check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 1);
-    check_glu_codes(g, OB_TYPE_Q8_0, 2048, 8192, 0); /* (the default: q4_0 gates only; =2 every type) */
-    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 0);
+    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 1);
+    check_glu_codes(g, OB_TYPE_Q8_0, 4096, 14336, 0);
     ob_backend *gnocodes = gpu_new_with("OB_CUDA_GLU_CODES", "0"), *gall = gpu_new_with("OB_CUDA_GLU_CODES", "2");
-    CHECK(gnocodes != NULL && gall != NULL);
+    ob_backend *gq40 = gpu_new_with("OB_CUDA_GLU_CODES", "1");
+    CHECK(gnocodes != NULL && gall != NULL && gq40 != NULL);
     if (gnocodes) {
         check_glu_codes(gnocodes, OB_TYPE_Q4_0, 512, 1024, 0);
         gpu_free(gnocodes);
+    }
+    if (gq40) {
+        check_glu_codes(gq40, OB_TYPE_Q4_0, 512, 1024, 1);
+        check_glu_codes(gq40, OB_TYPE_Q4_K, 2048, 2816, 0);
+        gpu_free(gq40);
     }
     if (gall) {
         check_glu_codes(gall, OB_TYPE_Q4_K, 2048, 2816, 1);
