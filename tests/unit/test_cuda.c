@@ -680,6 +680,40 @@ static void test_gv_hold(ob_backend *g) {
     gpu_free(four);
 }
 
+/* f16 / bf16 rows read in place (OB_CUDA_GV_DIRECT=1) against the staged rows (the default),
+ * bit for bit: one token through matmul, matmul_add, matmul_multi and matmul_glu; rows of 1032 to
+ * 8192 values (1-8 chunks a thread, an odd last step), row counts not a multiple of 4. */
+static void test_gv_direct(ob_backend *g) {
+    static const struct { int type; int64_t n_in, n_out; } cases[] = {
+        {OB_TYPE_F16, 2048, 301}, {OB_TYPE_F16, 8192, 67}, {OB_TYPE_F16, 1032, 33}, {OB_TYPE_F16, 3072, 130},
+        {OB_TYPE_BF16, 2048, 129}, {OB_TYPE_BF16, 4096, 7},
+    };
+    ob_backend *d = gpu_new_with("OB_CUDA_GV_DIRECT", "1");
+    CHECK(d != NULL);
+    if (!d) return;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int type = cases[c].type;
+        const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
+        void *wq = random_quantized(type, n_in, n_out, 0), *uq = random_quantized(type, n_in, n_out, 0);
+        float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
+        float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0), *b = one_token_outputs(d, type, n_in, n_out, wq, uq, x, y0);
+        const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
+        const double diff = max_abs_diff(a, b, total);
+        if (diff != 0 || ob_test_verbose)
+            fprintf(stderr, "  cuda rows in place %-5s %5lld x %4lld: max|diff| %.3g (must be 0)\n", ob_type_get(type)->name,
+                    (long long)n_in, (long long)n_out, diff);
+        CHECK(diff == 0);
+        CHECK(a[0] == a[0]); /* (written: not the NaN the outputs start as) */
+        free(a);
+        free(b);
+        free(wq);
+        free(uq);
+        free(x);
+        free(y0);
+    }
+    gpu_free(d);
+}
+
 /* ---- row ops against the CPU backend ------------------------------------------------- */
 
 static void cmp_dev(ob_backend *g, const void *dev, const float *cpu, size_t n, double tol, const char *what) {
@@ -1280,6 +1314,7 @@ OB_SUITE(cuda_kernels) {
         gpu_free(gall);
     }
     test_gv_hold(g);
+    test_gv_direct(g);
     test_layer(g);
     test_row_ops(g, c);
     test_row_ops_wide(g, c);
@@ -1868,6 +1903,7 @@ static void test_rows_wpre_engine(void) {
 /* The engine with one token's int8 codes held in registers (the default) and without
  * (OB_CUDA_GV_HOLD=0): the same logits, bit for bit. */
 static void test_gv_hold_engine(void) {
+    CHECK(ob_test_same_logits("llama", "f16", "cuda", "OB_CUDA_GV_DIRECT", "1", 100, "cuda-gv-direct"));
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GV_HOLD", "0", 100, "cuda-gv-hold"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GV_HOLD", "0", 100, "cuda-gv-hold"));
 }

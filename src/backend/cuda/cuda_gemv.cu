@@ -166,6 +166,53 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
     gv_red<NT, RMAX>(acc, red);
 }
 
+/* One token's f16 / bf16 rows read in place (k_gv's DIRECT instances): gv_rows_f32's chunks, sums
+ * and order, but each thread first loads CH chunks of every row and their activations (CH x rows
+ * 16-byte loads in flight, where the staged loop's loads from shared memory went one row at a
+ * time), then multiplies them. */
+template <int T, int RMAX, int CH>
+__device__ __forceinline__ void gv_rows_direct(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows,
+                                               float (*red)[RMAX]) {
+    const int tid = threadIdx.x, nch = a.n_in / 8;
+    float acc[RMAX][1];
+#pragma unroll
+    for (int r = 0; r < RMAX; r++) acc[r][0] = 0.0f;
+    for (int c0 = tid; c0 < nch; c0 += CH * GV_THREADS) {
+        uint4 w[CH][RMAX];
+        float4 xp[CH][2];
+#pragma unroll
+        for (int k = 0; k < CH; k++) {
+            const int c = c0 + k * GV_THREADS;
+            if (c < nch) {
+                const float4 *x4 = (const float4 *)a.x + 2 * c;
+                xp[k][0] = __ldg(x4);
+                xp[k][1] = __ldg(x4 + 1);
+#pragma unroll
+                for (int r = 0; r < RMAX; r++)
+                    if (r < rows) w[k][r] = __ldg((const uint4 *)gv_row(a, base0, base1, nr, r) + c);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < CH; k++) {
+            if (c0 + k * GV_THREADS < nch) {
+                const float xv[8] = {xp[k][0].x, xp[k][0].y, xp[k][0].z, xp[k][0].w, xp[k][1].x, xp[k][1].y, xp[k][1].z, xp[k][1].w};
+#pragma unroll
+                for (int r = 0; r < RMAX; r++) {
+                    if (r < rows) {
+                        float v[8];
+                        deq8_u4<T>(w[k][r], v);
+                        float s = 0.0f;
+#pragma unroll
+                        for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[i], s);
+                        acc[r][0] += s;
+                    }
+                }
+            }
+        }
+    }
+    gv_red<1, RMAX>(acc, red);
+}
+
 /* Int8 path, one 32-element sub-block sb of the staged row rp: unpacked once, dotted with each
  * of the nt tokens' codes from t0 on (nsb sub-blocks per row), added to acc[t]. */
 template <int T, int NT>
@@ -357,9 +404,18 @@ __device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, 
 
 /* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
  * gv_hold4 picks for rows of three or four a lane (its own registers). */
+/* L2 prefetches of the n bytes at p, 128 bytes a thread and step (DIRECT: issued before the
+ * dependency wait, so the rows' HBM reads overlap the previous kernel as staging's copies do). */
+__device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
+    for (size_t o = (size_t)threadIdx.x * 128; o < n; o += (size_t)GV_THREADS * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+}
+
 /* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
- * others' registers stay as they were) */
-template <int T, int NT, int RMAX, int HS, bool CODES>
+ * others' registers stay as they were). DIRECT (f16 / bf16, one token; OB_CUDA_GV_DIRECT=1): the
+ * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
+ * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
+template <int T, int NT, int RMAX, int HS, bool CODES, int DIRECT = 0>
 __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -368,18 +424,28 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
     const gv_job J = a.job[j];
     const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
     const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
-    const size_t stride = gv_span((size_t)a.R * a.rb);
-    const uint8_t *base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-    const uint8_t *base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
-    __pipeline_commit();
-    cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-    __pipeline_wait_prior(0);
-    __syncthreads();
+    const uint8_t *base0, *base1;
+    if constexpr (DIRECT) {
+        base0 = J.W + (size_t)r0 * a.rb;
+        base1 = glu ? a.U + (size_t)r0 * a.rb : base0;
+        gv_l2_prefetch(base0, (size_t)nr * a.rb);
+        if (glu) gv_l2_prefetch(base1, (size_t)nr * a.rb);
+        cu_dep();
+    } else {
+        const size_t stride = gv_span((size_t)a.R * a.rb);
+        base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+        base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+        __pipeline_commit();
+        cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
+        __pipeline_wait_prior(0);
+        __syncthreads();
+    }
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
         if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
+        else if constexpr (DIRECT > 0) gv_rows_direct<T, RMAX, DIRECT>(a, base0, base1, nr, rows, red);
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -410,7 +476,7 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
  * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, int *fits = nullptr) {
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, int *fits = nullptr, bool staged = true) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) {
@@ -419,7 +485,7 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         }
     int R = 1, fit = 0;
     for (int r = 1; r <= rmax / weights; r++) {
-        const size_t smem = (size_t)weights * gv_span((size_t)r * rb);
+        const size_t smem = staged ? (size_t)weights * gv_span((size_t)r * rb) : 0;
         if (r > 1 && smem > GV_SMEM) break;
         R = r;
         int occ = 0;
@@ -443,18 +509,18 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, int HS = 2, bool CODES = false> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX, int HS = 2, bool CODES = false, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES>, a.rb, weights, rows, RMAX);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const size_t smem = (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch(s, "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES>, a);
+    const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
+    cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 
 /* Nonzero when one token's rows of n_in values go to the instance that holds three or four
@@ -480,6 +546,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         if (a.cq) return gv_launch<T, 1, 16, 2, true>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
+    if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)
+        if (a.n == 1 && s->gv_direct) return gv_launch<T, 1, 4, 2, false, 2>(s, a); /* 2 chunks of up to 4 rows a thread: 70 registers */
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);

@@ -104,6 +104,22 @@ __device__ __forceinline__ void q6k_vals(const uint8_t ql[8], const uint8_t qh[8
     }
 }
 
+/* Eight f16 / bf16 values from their 16 bytes (deq8's, and the decode matmul's rows read in place) */
+template <int T> __device__ __forceinline__ void deq8_u4(uint4 u, float v[8]) {
+    static_assert(T == OB_TYPE_F16 || T == OB_TYPE_BF16, "16-bit float types");
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if constexpr (T == OB_TYPE_F16) {
+            const float2 f = __half22float2(*(const __half2 *)&w[i]);
+            v[2 * i] = f.x; v[2 * i + 1] = f.y;
+        } else {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+}
+
 template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_t j, float v[8]) {
     static_assert(!cu_packed_type(T), "q4_0, q8_0, tq2_0 and q6_K rows are packed: deq8r");
     constexpr int BS = cu_type<T>::block, TS = cu_type<T>::bytes;
@@ -112,18 +128,7 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
         float4 a = p[0], b = p[1];
         v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
     } else if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16) {
-        uint4 u = ((const uint4 *)row)[j];
-        uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (T == OB_TYPE_F16) {
-                float2 f = __half22float2(*(const __half2 *)&w[i]);
-                v[2 * i] = f.x; v[2 * i + 1] = f.y;
-            } else {
-                v[2 * i] = __uint_as_float(w[i] << 16);
-                v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-            }
-        }
+        deq8_u4<T>(((const uint4 *)row)[j], v);
     } else if constexpr (BS == 32) {
         const uint8_t *b = row + (j >> 2) * TS;
         const int s = (int)(j & 3);
