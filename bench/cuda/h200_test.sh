@@ -12,7 +12,8 @@
 #   ab VAR VALUES [VAR VALUES ...]  each switch at each of its values (e.g. "0 1"), twice
 #            alternating: tg128 of the 1-2B files (FILES="..." for fewer; ARGS="-p 512,4096 -n 0"
 #            PAT=pp for prompts instead; the 8B files once setup has written them), then the per-op
-#            profile (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built
+#            profile (OB_CUDA_PROFILE=1) of Llama-1B Q4_0 as built (PROF=FILE another file,
+#            PROFENV="VAR=v" with a setting)
 #   abbuild DEFS [DEFS2]  build options against the default build: build-b/ built with the
 #            nvcc definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"), build-c/ with DEFS2 if given
 #            (TESTB=1 runs their `make test-cuda` too), then tg128 of the 1-2B files (FILES="..."
@@ -82,7 +83,8 @@ ab)
         for f in $FILES; do ab $1 $f "${ARGS:--p 0 -n 128}" "${PAT:-tg}" "$2"; done | tee $OUT/ab-$1.txt
         shift 2
     done
-    OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/l1b-Q4_0.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
+    # PROF=FILE: the profile of that file (default l1b-Q4_0); PROFENV="VAR=v ...": with those settings
+    env $PROFENV OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/${PROF:-l1b-Q4_0}.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
 abbuild)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M bn-tq2_0}
     BUILDS="build build-b"

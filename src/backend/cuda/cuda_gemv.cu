@@ -166,6 +166,14 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
     gv_red<NT, RMAX>(acc, red);
 }
 
+/* The rows-in-place instance's rows a block at most and chunks a thread at a time (build options for
+ * an A/B; 4 and 2: 70 registers on sm_90, where 8 and 1 took 128, 4 and 1 80, 2 and 4 95) */
+#ifndef OB_CUDA_GVD_ROWS
+#define OB_CUDA_GVD_ROWS 4
+#endif
+#ifndef OB_CUDA_GVD_CH
+#define OB_CUDA_GVD_CH 2
+#endif
 /* One token's f16 / bf16 rows read in place (k_gv's DIRECT instances): gv_rows_f32's chunks, sums
  * and order, but each thread first loads CH chunks of every row and their activations (CH x rows
  * 16-byte loads in flight, where the staged loop's loads from shared memory went one row at a
@@ -547,7 +555,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)
-        if (a.n == 1 && s->gv_direct) return gv_launch<T, 1, 4, 2, false, 2>(s, a); /* 2 chunks of up to 4 rows a thread: 70 registers */
+        if (a.n == 1 && s->gv_direct) return gv_launch<T, 1, OB_CUDA_GVD_ROWS, 2, false, OB_CUDA_GVD_CH>(s, a);
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
