@@ -84,6 +84,7 @@ ab)
         shift 2
     done
     # PROF=FILE: the profile of that file (default l1b-Q4_0); PROFENV="VAR=v ...": with those settings
+    waitfor ${PROF:-l1b-Q4_0}.gguf
     env $PROFENV OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/${PROF:-l1b-Q4_0}.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 | tee $OUT/profile.txt ;;
 abbuild)
     FILES=${FILES:-l1b-Q4_0 l1b-Q4_K_M bn-tq2_0}

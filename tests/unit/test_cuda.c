@@ -504,6 +504,13 @@ static long glu_codes_made(void) {
     return 0;
 #endif
 }
+static long gv_direct_launches(void) {
+#ifdef OB_CUDA
+    return ob_cuda_gv_direct_launches();
+#else
+    return 0;
+#endif
+}
 static long codes_handed(void) {
 #ifdef OB_CUDA
     return ob_cuda_codes_handed();
@@ -696,7 +703,12 @@ static void test_gv_direct(ob_backend *g) {
         const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
         void *wq = random_quantized(type, n_in, n_out, 0), *uq = random_quantized(type, n_in, n_out, 0);
         float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
-        float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0), *b = one_token_outputs(d, type, n_in, n_out, wq, uq, x, y0);
+        const long l0 = gv_direct_launches();
+        float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0);
+        const long l1 = gv_direct_launches();
+        float *b = one_token_outputs(d, type, n_in, n_out, wq, uq, x, y0);
+        CHECK(l1 == l0);                         /* the default stages them */
+        CHECK(gv_direct_launches() - l1 == 4);   /* matmul, matmul_add, matmul_multi, matmul_glu */
         const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
         const double diff = max_abs_diff(a, b, total);
         if (diff != 0 || ob_test_verbose)
@@ -1288,11 +1300,11 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
-    /* the default: where the codes instance's launch is one wave (a few hundred blocks), not on
-     * the 8B shape's q8_0 gates (4779 blocks, several waves on any GPU); =1 q4_0 gates only;
-     * =2 every type */
+    /* the default: where the codes instance's launch is one wave (q4_K 512 x 512: 64 blocks, one
+     * wave on any GPU of compute capability 8.0+), not on the 8B shape's q8_0 gates (4779 blocks,
+     * several waves on any GPU); =1 q4_0 gates only; =2 every type */
     check_glu_codes(g, OB_TYPE_Q4_0, 512, 1024, 1);
-    check_glu_codes(g, OB_TYPE_Q4_K, 2048, 2816, 1);
+    check_glu_codes(g, OB_TYPE_Q4_K, 512, 512, 1);
     check_glu_codes(g, OB_TYPE_Q8_0, 4096, 14336, 0);
     ob_backend *gnocodes = gpu_new_with("OB_CUDA_GLU_CODES", "0"), *gall = gpu_new_with("OB_CUDA_GLU_CODES", "2");
     ob_backend *gq40 = gpu_new_with("OB_CUDA_GLU_CODES", "1");
@@ -1303,7 +1315,7 @@ OB_SUITE(cuda_kernels) {
     }
     if (gq40) {
         check_glu_codes(gq40, OB_TYPE_Q4_0, 512, 1024, 1);
-        check_glu_codes(gq40, OB_TYPE_Q4_K, 2048, 2816, 0);
+        check_glu_codes(gq40, OB_TYPE_Q4_K, 512, 512, 0);
         gpu_free(gq40);
     }
     if (gall) {

@@ -181,6 +181,7 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
 template <int T, int RMAX, int CH>
 __device__ __forceinline__ void gv_rows_direct(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows,
                                                float (*red)[RMAX]) {
+    static_assert(RMAX >= 2 && CH >= 1, "a GLU block holds a gate and an up row");
     const int tid = threadIdx.x, nch = a.n_in / 8;
     float acc[RMAX][1];
 #pragma unroll
@@ -453,7 +454,10 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
         if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
-        else if constexpr (DIRECT > 0) gv_rows_direct<T, RMAX, DIRECT>(a, base0, base1, nr, rows, red);
+        else if constexpr (DIRECT > 0) {
+            static_assert(NT == 1, "rows in place: one token");
+            gv_rows_direct<T, RMAX, DIRECT>(a, base0, base1, nr, rows, red);
+        }
         else gv_rows_f32<T, NT, RMAX>(a, base0, base1, nr, rows, t0, nt, red);
         __syncthreads();
         for (int k = tid; k < nr * NT; k += GV_THREADS) {
@@ -541,6 +545,9 @@ static int gv_hold4(int gv_hold, int n_in) {
     return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
+static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
+extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
+
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
     a.hold = s->gv_hold != 0;
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
@@ -555,7 +562,10 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)
-        if (a.n == 1 && s->gv_direct) return gv_launch<T, 1, OB_CUDA_GVD_ROWS, 2, false, OB_CUDA_GVD_CH>(s, a);
+        if (a.n == 1 && s->gv_direct) {
+            __atomic_add_fetch(&gv_direct_launches, 1, __ATOMIC_RELAXED);
+            return gv_launch<T, 1, OB_CUDA_GVD_ROWS, 2, false, OB_CUDA_GVD_CH>(s, a);
+        }
     if (a.n == 1) gv_launch<T, 1, 16>(s, a);
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
