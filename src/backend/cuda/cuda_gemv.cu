@@ -70,9 +70,10 @@ static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
 #endif
 static __host__ __device__ constexpr bool gv_a16(int t) { return t < 64 && ((unsigned long long)(OB_CUDA_GV_A16) >> (t & 63) & 1); }
 /* Build option, not yet run on a GPU (default 0: the code run 18 measured): 1 stages a one-token
- * GLU's gate rows and up rows as two groups of copies and lets the held rows start on the gate
- * rows while the up rows still arrive (every block waited for all its bytes before its first
- * product, so the launch's products all came after its loads). The same sums. */
+ * GLU's gate rows and up rows as two groups of copies (another matmul's first and second half of
+ * its rows) and lets the held rows start on the first group while the second still arrives (every
+ * block waited for all its bytes before its first product, so the launch's products all came after
+ * its loads). The same sums. */
 #ifndef OB_CUDA_GV_WAIT2
 #define OB_CUDA_GV_WAIT2 0
 #endif
@@ -480,8 +481,17 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
-        base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-        if constexpr (OB_CUDA_GV_WAIT2 && NT == 1 && cu_q8_type(T)) /* the gate rows a group of their own */
+        if constexpr (OB_CUDA_GV_WAIT2 && NT == 1 && cu_q8_type(T)) { /* one weight's first half of the rows a group of its own */
+            if (!glu && nr >= 2 && gv_takes_held<NT, HS>(a)) {
+                wait_at = nr / 2;
+                base0 = gv_stage_cut<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb, (size_t)wait_at * a.rb);
+            } else {
+                base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+            }
+        } else {
+            base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+        }
+        if constexpr (OB_CUDA_GV_WAIT2 && NT == 1 && cu_q8_type(T)) /* a GLU's gate rows a group of their own */
             if (glu && gv_takes_held<NT, HS>(a)) {
                 wait_at = nr;
                 __pipeline_commit();

@@ -28,6 +28,18 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
     return dst + (a - a0);
 }
 
+/* gv_stage in two groups of copies: the 16-byte words that hold bytes [src, src + cut) first
+ * (committed here), then the rest (for the caller to commit), so that a block can start on the
+ * rows before cut while the others arrive (OB_CUDA_GV_WAIT2). */
+template <int TH> __device__ __forceinline__ const uint8_t *gv_stage_cut(uint8_t *dst, const uint8_t *src, size_t len, size_t cut) {
+    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
+    const int n16 = (int)((a - a0 + len + 15) >> 4), m = (int)((a - a0 + cut + 15) >> 4);
+    for (int i = threadIdx.x; i < m; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
+    __pipeline_commit();
+    for (int i = m + threadIdx.x; i < n16; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
+    return dst + (a - a0);
+}
+
 /* What a decode matmul does with a row's sum: store it, add it (the residual), or GLU. */
 enum { GV_STORE, GV_ADD, GV_GLU };
 
