@@ -33,7 +33,8 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
  * rows before cut while the others arrive (OB_CUDA_GV_WAIT2). */
 template <int TH> __device__ __forceinline__ const uint8_t *gv_stage_cut(uint8_t *dst, const uint8_t *src, size_t len, size_t cut) {
     const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
-    const int n16 = (int)((a - a0 + len + 15) >> 4), m = (int)((a - a0 + cut + 15) >> 4);
+    /* (one word more in the first group: the decoders' word loads may read 4 bytes past a row) */
+    const int n16 = (int)((a - a0 + len + 15) >> 4), m = min((int)((a - a0 + cut + 15) >> 4) + 1, n16);
     for (int i = threadIdx.x; i < m; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
     __pipeline_commit();
     for (int i = m + threadIdx.x; i < n16; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
