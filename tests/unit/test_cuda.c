@@ -1912,10 +1912,15 @@ static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
 }
 
+/* The engine with one token's f16 rows read in place (OB_CUDA_GV_DIRECT=1) and staged (the
+ * default): the same logits, bit for bit. */
+static void test_gv_direct_engine(void) {
+    CHECK(ob_test_same_logits("llama", "f16", "cuda", "OB_CUDA_GV_DIRECT", "1", 100, "cuda-gv-direct"));
+}
+
 /* The engine with one token's int8 codes held in registers (the default) and without
  * (OB_CUDA_GV_HOLD=0): the same logits, bit for bit. */
 static void test_gv_hold_engine(void) {
-    CHECK(ob_test_same_logits("llama", "f16", "cuda", "OB_CUDA_GV_DIRECT", "1", 100, "cuda-gv-direct"));
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GV_HOLD", "0", 100, "cuda-gv-hold"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GV_HOLD", "0", 100, "cuda-gv-hold"));
 }
@@ -1944,6 +1949,7 @@ OB_SUITE(cuda_golden) {
     test_rope_attention_engine();
     test_rows_wpre_engine();
     test_gv_hold_engine();
+    test_gv_direct_engine();
     test_attn_codes_engine();
     test_glu_codes_engine();
     test_grouped_engine();

@@ -55,11 +55,13 @@
 #ifndef OB_CUDA_GV_MINB_TYPES
 #define OB_CUDA_GV_MINB_TYPES (1ULL << OB_TYPE_Q8_0 | 1ULL << OB_TYPE_TQ2_0)
 #endif
+/* Whether type t's bit is set in a type mask (bit 1 << type; the pseudo-types from 64 on: never) */
+static __host__ __device__ constexpr bool gv_in_mask(unsigned long long mask, int t) { return t >= 0 && t < 64 && (mask >> t & 1); }
 /* k_gv's min blocks an SM by those options (0: none) */
 static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
-    return codes && OB_CUDA_GLU_MINB                                      ? OB_CUDA_GLU_MINB
-           : nt == 1 && hs == 2 && t < 64 && ((unsigned long long)(OB_CUDA_GV_MINB_TYPES) >> (t & 63) & 1) ? OB_CUDA_GV_MINB
-                                                                          : 0;
+    return codes && OB_CUDA_GLU_MINB                                                   ? OB_CUDA_GLU_MINB
+           : nt == 1 && hs == 2 && gv_in_mask((unsigned long long)(OB_CUDA_GV_MINB_TYPES), t) ? OB_CUDA_GV_MINB
+                                                                                       : 0;
 }
 /* The types whose held rows' loads know their 16-byte alignment at compile time (gv_held_loop;
  * bit 1 << type, 0: none). Run 18, two builds side by side: Llama-3.2-1B Q4_K_M +6.4%, Q4_0
@@ -68,7 +70,7 @@ static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
 #ifndef OB_CUDA_GV_A16
 #define OB_CUDA_GV_A16 (~(1ULL << OB_TYPE_I2_S))
 #endif
-static __host__ __device__ constexpr bool gv_a16(int t) { return t < 64 && ((unsigned long long)(OB_CUDA_GV_A16) >> (t & 63) & 1); }
+static __host__ __device__ constexpr bool gv_a16(int t) { return gv_in_mask((unsigned long long)(OB_CUDA_GV_A16), t); }
 /* Build option, not yet run on a GPU (default 0: the code run 18 measured): 1 stages a one-token
  * GLU's gate rows and up rows as two groups of copies (another matmul's first and second half of
  * its rows) and lets the held rows start on the first group while the second still arrives (every
@@ -133,6 +135,14 @@ template <int NT, int RMAX> __device__ __forceinline__ void gv_red(float (&acc)[
     for (int r = 0; r < RMAX; r++) gv_red_row<NT, RMAX>(acc[r], red, r);
 }
 
+/* sum v[i] x[i] of one 8-element chunk, one fmaf chain from 0 (the float path's order) */
+__device__ __forceinline__ float gv_dot8(const float (&v)[8], const float (&x)[8]) {
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) s = fmaf(v[i], x[i], s);
+    return s;
+}
+
 /* Float path: each thread takes 8-element chunks c = tid, tid + 128, ... of every staged row,
  * decodes a chunk once and multiplies it with each token's activations; red[warp][r * NT + t]
  * gets the warp's partial sum (the epilogue adds the four warps). */
@@ -162,12 +172,7 @@ __device__ __forceinline__ void gv_rows_f32(const gv_args &a, const uint8_t *bas
                 float v[8];
                 deq8r<T>(gv_row(a, base0, base1, nr, r), c, a.rb, v);
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    float s = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[t][i], s);
-                    acc[r][t] += s;
-                }
+                for (int t = 0; t < NT; t++) acc[r][t] += gv_dot8(v, xv[t]);
             }
         }
     }
@@ -218,10 +223,7 @@ __device__ __forceinline__ void gv_rows_direct(const gv_args &a, const uint8_t *
                     if (r < rows) {
                         float v[8];
                         deq8_u4<T>(w[k][r], v);
-                        float s = 0.0f;
-#pragma unroll
-                        for (int i = 0; i < 8; i++) s = fmaf(v[i], xv[i], s);
-                        acc[r][0] += s;
+                        acc[r][0] += gv_dot8(v, xv);
                     }
                 }
             }
@@ -283,8 +285,8 @@ __device__ __forceinline__ void gv_held_loop(const gv_args &a, const uint8_t *ba
     }
 }
 
-/* gv_held_loop with the loads A16 allows (for OB_CUDA_GV_WAIT2's two calls; the default's one call
- * is written out in gv_rows_q8_held, where a shared helper changed the q4_K instances' registers) */
+/* gv_held_loop with the loads A16 allows: the types whose loads take it, on rows the block finds
+ * 16-byte aligned */
 template <int T, int RMAX, int HS>
 __device__ __forceinline__ void gv_held_a16(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
                                             int step, int sb0, int sbs, const int (&x)[HS][8], const float2 (&sc)[HS],
@@ -330,10 +332,7 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
             return gv_held_a16<T, RMAX, HS>(a, base0, base1, nr, rows, f2, step, sb0, sbs, x, sc, has, xp, red);
         }
     }
-    if constexpr (gv_a16(T) && (cu_packed_type(T) || q8_loads_a16(T))) /* the types whose loads take A16 */
-        if (((uintptr_t)base0 % 16 | (uintptr_t)base1 % 16 | a.rb % 16) == 0)
-            return gv_held_loop<T, RMAX, HS, true>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
-    gv_held_loop<T, RMAX, HS, false>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
+    gv_held_a16<T, RMAX, HS>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
 }
 
 /* Whether one token's int8 rows of a launch go through gv_rows_q8_held (k_gv's copies in two
