@@ -687,7 +687,7 @@ static void test_gv_hold(ob_backend *g) {
     gpu_free(four);
 }
 
-/* f16 / bf16 rows read in place (OB_CUDA_GV_DIRECT=1) against the staged rows (the default),
+/* f16 / bf16 rows read in place (the default) against the staged rows (OB_CUDA_GV_DIRECT=0),
  * bit for bit: one token through matmul, matmul_add, matmul_multi and matmul_glu; rows of 1032 to
  * 8192 values (1-8 chunks a thread, an odd last step), row counts not a multiple of 4. */
 static void test_gv_direct(ob_backend *g) {
@@ -695,7 +695,7 @@ static void test_gv_direct(ob_backend *g) {
         {OB_TYPE_F16, 2048, 301}, {OB_TYPE_F16, 8192, 67}, {OB_TYPE_F16, 1032, 33}, {OB_TYPE_F16, 3072, 130},
         {OB_TYPE_BF16, 2048, 129}, {OB_TYPE_BF16, 4096, 7},
     };
-    ob_backend *d = gpu_new_with("OB_CUDA_GV_DIRECT", "1");
+    ob_backend *d = gpu_new_with("OB_CUDA_GV_DIRECT", "0");
     CHECK(d != NULL);
     if (!d) return;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -704,11 +704,11 @@ static void test_gv_direct(ob_backend *g) {
         void *wq = random_quantized(type, n_in, n_out, 0), *uq = random_quantized(type, n_in, n_out, 0);
         float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
         const long l0 = gv_direct_launches();
-        float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0);
+        float *a = one_token_outputs(d, type, n_in, n_out, wq, uq, x, y0);
         const long l1 = gv_direct_launches();
-        float *b = one_token_outputs(d, type, n_in, n_out, wq, uq, x, y0);
-        CHECK(l1 == l0);                         /* the default stages them */
-        CHECK(gv_direct_launches() - l1 == 4);   /* matmul, matmul_add, matmul_multi, matmul_glu */
+        float *b = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0);
+        CHECK(l1 == l0);                         /* =0 stages them */
+        CHECK(gv_direct_launches() - l1 == 4);   /* the default: matmul, matmul_add, matmul_multi, matmul_glu */
         const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
         const double diff = max_abs_diff(a, b, total);
         if (diff != 0 || ob_test_verbose)
@@ -1912,10 +1912,10 @@ static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
 }
 
-/* The engine with one token's f16 rows read in place (OB_CUDA_GV_DIRECT=1) and staged (the
- * default): the same logits, bit for bit. */
+/* The engine with one token's f16 rows read in place (the default) and staged
+ * (OB_CUDA_GV_DIRECT=0): the same logits, bit for bit. */
 static void test_gv_direct_engine(void) {
-    CHECK(ob_test_same_logits("llama", "f16", "cuda", "OB_CUDA_GV_DIRECT", "1", 100, "cuda-gv-direct"));
+    CHECK(ob_test_same_logits("llama", "f16", "cuda", "OB_CUDA_GV_DIRECT", "0", 100, "cuda-gv-direct"));
 }
 
 /* The engine with one token's int8 codes held in registers (the default) and without
