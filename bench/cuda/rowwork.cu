@@ -2,8 +2,9 @@
  * the RMSNorm before them) itself, against one launch that makes them once, for docs/cuda.md's
  * "What would close the gaps" (the fused norm). A recorded chain (a CUDA graph, PDL as the backend
  * uses it) of CHAIN links; each link is a matmul of int8 rows (2048 values, 32-value blocks with
- * a float scale) reading the previous link's output as its input x, its weights from a pool
- * larger than L2, staged in shared memory with cp.async before the dependency wait. Per link:
+ * a float scale) waiting for the previous link (its input x in L2, the same values every link,
+ * so that no path depends on the data), its weights from a pool larger than L2, staged in shared
+ * memory with cp.async before the dependency wait. Per link:
  *   bare     the matmul with codes that no one makes (the floor)
  *   launch   a one-block launch making x's codes, then the matmul reading them (the backend today)
  *   launch+n the same with RMSNorm in the codes' launch (the backend's norm before QKV / gate-up)
@@ -242,12 +243,12 @@ int main() {
     float *xbuf, *nw, *xs;
     int8_t *xq;
     CHECK(cudaMalloc(&pool, POOL));
-    CHECK(cudaMalloc(&xbuf, 2 * 16384 * sizeof(float)));
+    CHECK(cudaMalloc(&xbuf, 3 * 16384 * sizeof(float)));
     CHECK(cudaMalloc(&nw, DIM * sizeof(float)));
     CHECK(cudaMalloc(&xq, DIM));
     CHECK(cudaMalloc(&xs, NB * sizeof(float)));
     k_fill<<<1024, 256>>>(pool, POOL, 12345u);
-    k_fillf<<<64, 256>>>(xbuf, 2 * 16384, 0.1f);
+    k_fillf<<<64, 256>>>(xbuf, 3 * 16384, 0.1f);
     k_fillf<<<8, 256>>>(nw, DIM, 1.0f);
     k_fill<<<8, 256>>>((uint8_t *)xq, DIM, 777u);
     k_fillf<<<1, 64>>>(xs, NB, 0.01f);
@@ -272,8 +273,8 @@ int main() {
             for (int i = 0; i < CHAIN; i++) {
                 args a;
                 a.W = pool + (size_t)(i % copies) * wbytes;
-                a.x = xbuf + (size_t)(i & 1) * 16384;
-                a.y = xbuf + (size_t)((i + 1) & 1) * 16384;
+                a.x = xbuf;
+                a.y = xbuf + 16384 + (size_t)(i & 1) * 16384;
                 a.nw = nw;
                 a.xq = xq;
                 a.xs = xs;

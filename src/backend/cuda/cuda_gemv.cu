@@ -458,7 +458,7 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
 }
 
 /* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
- * others' registers stay as they were). DIRECT (f16 / bf16, one token; the default, OB_CUDA_GV_DIRECT=0 stages): the
+ * others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 128): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
 template <int T, int NT, int RMAX, int HS, bool CODES, int DIRECT = 0>
@@ -598,6 +598,13 @@ static int gv_hold4(int gv_hold, int n_in) {
     return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
+/* The bytes of a call's rows (every job's, both weights of a GLU). */
+static size_t gv_bytes(const gv_args &a) {
+    size_t rows = 0;
+    for (int j = 0; j < a.nj; j++) rows += (size_t)a.job[j].n_out;
+    return rows * a.rb * (a.ep == GV_GLU ? 2 : 1);
+}
+
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
 
@@ -615,7 +622,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)
-        if (a.n == 1 && s->gv_direct) {
+        if (a.n == 1 && gv_bytes(a) <= ((size_t)s->gv_direct << 20)) {
             __atomic_add_fetch(&gv_direct_launches, 1, __ATOMIC_RELAXED);
             return gv_launch<T, 1, OB_CUDA_GVD_ROWS, 2, false, OB_CUDA_GVD_CH>(s, a);
         }
