@@ -71,14 +71,6 @@ static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
 #define OB_CUDA_GV_A16 (~(1ULL << OB_TYPE_I2_S))
 #endif
 static __host__ __device__ constexpr bool gv_a16(int t) { return gv_in_mask((unsigned long long)(OB_CUDA_GV_A16), t); }
-/* Build option, not yet run on a GPU (default 0: the code run 18 measured): 1 stages a one-token
- * GLU's gate rows and up rows as two groups of copies (another matmul's first and second half of
- * its rows) and lets the held rows start on the first group while the second still arrives (every
- * block waited for all its bytes before its first product, so the launch's products all came after
- * its loads). The same sums. */
-#ifndef OB_CUDA_GV_WAIT2
-#define OB_CUDA_GV_WAIT2 0
-#endif
 #ifndef OB_CUDA_GV_HOLD /* build option: 0 compiles gv_rows_q8_held out (for an A/B of its registers) */
 #define OB_CUDA_GV_HOLD 1
 #endif
@@ -303,8 +295,7 @@ __device__ __forceinline__ void gv_held_a16(const gv_args &a, const uint8_t *bas
  * shuffles in flight. Each row's sum is that of gv_rows_q8 (the same terms in the same order). */
 template <int T, int RMAX, int HS>
 __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int first,
-                                                int step, int sb0, int sbs, const int8_t *xq, const float2 *xs, float (*red)[RMAX],
-                                                int wait_at) {
+                                                int step, int sb0, int sbs, const int8_t *xq, const float2 *xs, float (*red)[RMAX]) {
     const int nsb = a.n_in / 32;
     int x[HS][8] = {};
     float2 sc[HS] = {};
@@ -322,24 +313,7 @@ __device__ __forceinline__ void gv_rows_q8_held(const gv_args &a, const uint8_t 
         }
         xp[k] = q8_xpre<T>(x[k]);
     }
-    if constexpr (OB_CUDA_GV_WAIT2) {
-        if (wait_at < rows) { /* rows from wait_at on are the second group of copies (k_gv) */
-            gv_held_a16<T, RMAX, HS>(a, base0, base1, nr, wait_at, first, step, sb0, sbs, x, sc, has, xp, red);
-            __pipeline_wait_prior(0);
-            __syncthreads();
-            /* the warp's first row from wait_at on (one warp a row: the rows of its residue mod 4) */
-            const int f2 = step == 1 ? wait_at : wait_at + ((first - wait_at) & 3);
-            return gv_held_a16<T, RMAX, HS>(a, base0, base1, nr, rows, f2, step, sb0, sbs, x, sc, has, xp, red);
-        }
-    }
     gv_held_a16<T, RMAX, HS>(a, base0, base1, nr, rows, first, step, sb0, sbs, x, sc, has, xp, red);
-}
-
-/* Whether one token's int8 rows of a launch go through gv_rows_q8_held (k_gv's copies in two
- * groups need it to know before they wait) */
-template <int NT, int HS> __device__ __forceinline__ bool gv_takes_held(const gv_args &a) {
-    const int nsb = a.n_in / 32, sbs = nsb >= GV_SPLIT_SB ? GV_THREADS : 32;
-    return NT == 1 && OB_CUDA_GV_HOLD && a.hold && nsb <= HS * sbs;
 }
 
 /* Int8 path (cuda_q8.cuh), one row at a time (the row loop is not unrolled: registers do not grow
@@ -353,14 +327,14 @@ template <int NT, int HS> __device__ __forceinline__ bool gv_takes_held(const gv
  * rows of at most HS sub-blocks a lane go through gv_rows_q8_held (the same sums). */
 template <int T, int NT, int RMAX, int HS>
 __device__ __forceinline__ void gv_rows_q8(const gv_args &a, const uint8_t *base0, const uint8_t *base1, int nr, int rows, int t0, int nt,
-                                           const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT], int wait_at) {
+                                           const int8_t *xq, const float2 *xs, float (*red)[RMAX * NT]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nsb = a.n_in / 32;
     const bool split = nsb >= GV_SPLIT_SB;
     const int first = split ? 0 : warp, step = split ? 1 : 4, sb0 = split ? 32 * warp + lane : lane, sbs = split ? GV_THREADS : 32;
     bool held = false;
     if constexpr (NT == 1 && OB_CUDA_GV_HOLD) {
-        held = a.hold && nsb <= HS * sbs; /* (gv_takes_held's rule; written out, as ptxas allots registers differently for the call) */
-        if (held) gv_rows_q8_held<T, RMAX, HS>(a, base0, base1, nr, rows, first, step, sb0, sbs, xq, xs, red, wait_at);
+        held = a.hold && nsb <= HS * sbs;
+        if (held) gv_rows_q8_held<T, RMAX, HS>(a, base0, base1, nr, rows, first, step, sb0, sbs, xq, xs, red);
     }
     if (!held) {
 #pragma unroll 1
@@ -471,7 +445,6 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
     const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
     const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
     const uint8_t *base0, *base1;
-    int wait_at = rows; /* staged rows from here on are copied in a second group (OB_CUDA_GV_WAIT2) */
     if constexpr (DIRECT) {
         base0 = J.W + (size_t)r0 * a.rb;
         base1 = glu ? a.U + (size_t)r0 * a.rb : base0;
@@ -480,33 +453,18 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
-        if constexpr (OB_CUDA_GV_WAIT2 && NT == 1 && cu_q8_type(T)) { /* one weight's first half of the rows a group of its own */
-            if (!glu && nr >= 2 && gv_takes_held<NT, HS>(a)) {
-                wait_at = nr / 2;
-                base0 = gv_stage_cut<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb, (size_t)wait_at * a.rb);
-            } else {
-                base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-            }
-        } else {
-            base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-        }
-        if constexpr (OB_CUDA_GV_WAIT2 && NT == 1 && cu_q8_type(T)) /* a GLU's gate rows a group of their own */
-            if (glu && gv_takes_held<NT, HS>(a)) {
-                wait_at = nr;
-                __pipeline_commit();
-            }
+        base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
         base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
         __pipeline_commit();
         cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-        if (wait_at < rows) __pipeline_wait_prior(1);
-        else __pipeline_wait_prior(0);
+        __pipeline_wait_prior(0);
         __syncthreads();
     }
 
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red, wait_at);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else if constexpr (DIRECT > 0) {
             static_assert(NT == 1, "rows in place: one token");
             gv_rows_direct<T, RMAX, DIRECT>(a, base0, base1, nr, rows, red);

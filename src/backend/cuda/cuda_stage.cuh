@@ -32,19 +32,6 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
     return dst + (a - a0);
 }
 
-/* gv_stage in two groups of copies: the 16-byte words that hold bytes [src, src + cut) first
- * (committed here), then the rest (for the caller to commit), so that a block can start on the
- * rows before cut while the others arrive (OB_CUDA_GV_WAIT2). */
-template <int TH> __device__ __forceinline__ const uint8_t *gv_stage_cut(uint8_t *dst, const uint8_t *src, size_t len, size_t cut) {
-    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
-    /* (one word more in the first group: the decoders' word loads may read 4 bytes past a row) */
-    const int n16 = (int)((a - a0 + len + 15) >> 4), m = min((int)((a - a0 + cut + 15) >> 4) + 1, n16);
-    gv_copy16<TH>(dst, a0, 0, m);
-    __pipeline_commit();
-    gv_copy16<TH>(dst, a0, m, n16);
-    return dst + (a - a0);
-}
-
 /* What a decode matmul does with a row's sum: store it, add it (the residual), or GLU. */
 enum { GV_STORE, GV_ADD, GV_GLU };
 
