@@ -14,13 +14,12 @@
  *   own+n    the same with the norm (what a fused norm would cost)
  *   own+n-l1 the same with loads through L1 (an SM's blocks sharing the row)
  * Shapes: 2048 rows 2 a block, 8192 rows 8 a block (about a thousand blocks each, as the backend
- * picks), 16384 rows 8 a block. Build: nvcc -O2 -arch=sm_90. */
-#include <algorithm>
+ * picks), 16384 rows 8 a block. Build: nvcc -O2 -arch=sm_90 (bench_cuda.cuh beside it). */
 #include <cstdint>
 #include <cstdio>
-#include <vector>
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
+#include "bench_cuda.cuh"
 
 #define TH 128
 #define DIM 2048
@@ -28,14 +27,6 @@
 #define CHAIN 128
 #define POOL (512ull << 20)
 
-#define CHECK(x)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            printf("rowwork: %s: %s\n", #x, cudaGetErrorString(e_));                         \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
 
 enum { BARE, LAUNCH, LAUNCH_N, OWN_LANE, OWN, OWN_N, OWN_N_L1, MODES };
 static const char *mode_name[MODES] = {"bare", "launch", "launch+n", "own-lane", "own", "own+n", "own+n-l1"};
@@ -218,13 +209,6 @@ template <typename K> static cudaError_t launch(cudaStream_t st, K k, unsigned b
     return cudaLaunchKernelEx(&cfg, k, a);
 }
 
-static float time_ms(cudaEvent_t e0, cudaEvent_t e1) {
-    float t = 0.0f;
-    cudaEventSynchronize(e1);
-    cudaEventElapsedTime(&t, e0, e1);
-    return t;
-}
-
 __global__ void k_fill(uint8_t *p, size_t n, uint32_t seed) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t h = (uint32_t)i * 2654435761u ^ seed;
@@ -257,9 +241,6 @@ int main() {
                         (void *)k_mm<OWN>, (void *)k_mm<OWN_N>, (void *)k_mm<OWN_N_L1>};
     cudaStream_t st;
     CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
     static const int shapes[][2] = {{2048, 2}, {8192, 8}, {16384, 8}};
     printf("rowwork: us a link (median of 10 replays of a recorded chain of %d links), blocks of %d threads\n", CHAIN, TH);
     for (const auto &sh : shapes) {
@@ -267,8 +248,6 @@ int main() {
         const size_t wbytes = (size_t)n_out * DIM, copies = POOL / wbytes;
         printf("%5d rows, %d a block (%d blocks, %.1f MB a link):", n_out, R, n_out / R, wbytes / 1e6);
         for (int m = 0; m < MODES; m++) {
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
             CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int i = 0; i < CHAIN; i++) {
                 args a;
@@ -283,20 +262,9 @@ int main() {
                     CHECK(m == LAUNCH ? launch(st, k_codes<false>, 1, 0, a) : launch(st, k_codes<true>, 1, 0, a));
                 CHECK(launch(st, (void (*)(args))kmm[m], (unsigned)(n_out / R), (size_t)R * DIM, a));
             }
-            CHECK(cudaStreamEndCapture(st, &g));
-            CHECK(cudaGraphInstantiate(&ge, g, 0));
-            std::vector<float> tl;
-            for (int i = 0; i < 11; i++) {
-                cudaEventRecord(e0, st);
-                CHECK(cudaGraphLaunch(ge, st));
-                cudaEventRecord(e1, st);
-                if (i) tl.push_back(time_ms(e0, e1) / CHAIN);
-            }
-            CHECK(cudaGetLastError());
-            std::sort(tl.begin(), tl.end());
-            printf("  %s %.2f", mode_name[m], tl[5] * 1e3);
-            cudaGraphExecDestroy(ge);
-            cudaGraphDestroy(g);
+            float us = 0.0f;
+            CHECK(chain_us(st, CHAIN, &us));
+            printf("  %s %.2f", mode_name[m], us);
         }
         printf("\n");
     }

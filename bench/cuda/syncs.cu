@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <vector>
 #include <cuda_runtime.h>
+#include "bench_cuda.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -17,14 +18,6 @@ namespace cg = cooperative_groups;
 #define ROUNDS 2000
 #define CHAIN 256
 
-#define CHECK(x)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            printf("syncs: %s: %s\n", #x, cudaGetErrorString(e_));                           \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
 
 /* each round: every block publishes a value, the cluster waits, each block reads its 8 ranks'
  * values from their shared memory, the cluster waits again (before the next round overwrites) */
@@ -61,13 +54,6 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     if (threadIdx.x == 0) out[blockIdx.x] = in[blockIdx.x] + 1.0f;
-}
-
-static float time_ms(cudaEvent_t e0, cudaEvent_t e1) {
-    float t = 0.0f;
-    cudaEventSynchronize(e1);
-    cudaEventElapsedTime(&t, e0, e1);
-    return t;
 }
 
 int main() {
@@ -111,8 +97,6 @@ int main() {
     cudaStream_t st;
     CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int pdl = 0; pdl < 2; pdl++) {
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
         CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
         for (int i = 0; i < CHAIN; i++) {
             cudaLaunchConfig_t cfg = {};
@@ -128,19 +112,9 @@ int main() {
             float *out = buf + (size_t)((i + 1) & 1) * blocks * 8;
             CHECK(cudaLaunchKernelEx(&cfg, k_link, in, out));
         }
-        CHECK(cudaStreamEndCapture(st, &g));
-        CHECK(cudaGraphInstantiate(&ge, g, 0));
-        std::vector<float> tl;
-        for (int i = 0; i < 11; i++) {
-            cudaEventRecord(e0, st);
-            CHECK(cudaGraphLaunch(ge, st));
-            cudaEventRecord(e1, st);
-            if (i) tl.push_back(time_ms(e0, e1) / CHAIN);
-        }
-        std::sort(tl.begin(), tl.end());
-        printf("dependent kernel in a recorded chain (%d blocks, %s): %.3f us\n", blocks, pdl ? "PDL" : "no PDL", tl[5] * 1e3);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
+        float us = 0.0f;
+        CHECK(chain_us(st, CHAIN, &us));
+        printf("dependent kernel in a recorded chain (%d blocks, %s): %.3f us\n", blocks, pdl ? "PDL" : "no PDL", us);
     }
     return 0;
 }
