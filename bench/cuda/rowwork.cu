@@ -14,7 +14,10 @@
  *   own+n    the same with the norm (what a fused norm would cost)
  *   own+n-l1 the same with loads through L1 (an SM's blocks sharing the row)
  * Shapes: 2048 rows 2 a block, 8192 rows 8 a block (about a thousand blocks each, as the backend
- * picks), 16384 rows 8 a block. Build: nvcc -O2 -arch=sm_90 (bench_cuda.cuh beside it). */
+ * picks), 16384 rows 8 a block. Each twice: with the blocks an SM holds as each mode's registers
+ * allow (the modes differ: the bare matmul needs fewer), and with every mode held to 8 blocks an
+ * SM by its shared memory (the decode matmul's own occupancy; then only the work differs). The
+ * input alternates between two rows of the same values (no L1 hits from the link before). Build: nvcc -O2 -arch=sm_90 (bench_cuda.cuh beside it). */
 #include <cstdint>
 #include <cstdio>
 #include <cuda_pipeline.h>
@@ -158,10 +161,11 @@ template <bool NORM> __global__ void __launch_bounds__(TH) k_codes(args a) {
 }
 
 template <int MODE> __global__ void __launch_bounds__(TH) k_mm(args a) {
-    extern __shared__ __align__(16) uint4 sw[];
-    __shared__ __align__(16) int8_t sq[DIM];
-    __shared__ float ss[NB], buf[TH / 32], red[TH / 32][8];
+    extern __shared__ __align__(16) uint4 sw[]; /* the staged rows, then (every mode) the codes and scales */
+    __shared__ float buf[TH / 32], red[TH / 32][8];
     const int tid = threadIdx.x, R = a.R;
+    int8_t *sq = (int8_t *)(sw + R * DIM / 16);
+    float *ss = (float *)(sq + DIM);
     const uint8_t *rows = a.W + (size_t)blockIdx.x * R * DIM;
     for (int i = tid; i < R * DIM / 16; i += TH) __pipeline_memcpy_async(sw + i, (const uint4 *)rows + i, 16);
     __pipeline_commit();
@@ -227,12 +231,13 @@ int main() {
     float *xbuf, *nw, *xs;
     int8_t *xq;
     CHECK(cudaMalloc(&pool, POOL));
-    CHECK(cudaMalloc(&xbuf, 3 * 16384 * sizeof(float)));
+    CHECK(cudaMalloc(&xbuf, 4 * 16384 * sizeof(float)));
     CHECK(cudaMalloc(&nw, DIM * sizeof(float)));
     CHECK(cudaMalloc(&xq, DIM));
     CHECK(cudaMalloc(&xs, NB * sizeof(float)));
     k_fill<<<1024, 256>>>(pool, POOL, 12345u);
-    k_fillf<<<64, 256>>>(xbuf, 3 * 16384, 0.1f);
+    k_fillf<<<64, 256>>>(xbuf, 16384, 0.1f);
+    k_fillf<<<64, 256>>>(xbuf + 16384, 16384, 0.1f);
     k_fillf<<<8, 256>>>(nw, DIM, 1.0f);
     k_fill<<<8, 256>>>((uint8_t *)xq, DIM, 777u);
     k_fillf<<<1, 64>>>(xs, NB, 0.01f);
@@ -241,32 +246,43 @@ int main() {
                         (void *)k_mm<OWN>, (void *)k_mm<OWN_N>, (void *)k_mm<OWN_N_L1>};
     cudaStream_t st;
     CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int dev = 0, smem_sm = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
     static const int shapes[][2] = {{2048, 2}, {8192, 8}, {16384, 8}};
-    printf("rowwork: us a link (median of 10 replays of a recorded chain of %d links), blocks of %d threads\n", CHAIN, TH);
-    for (const auto &sh : shapes) {
-        const int n_out = sh[0], R = sh[1];
-        const size_t wbytes = (size_t)n_out * DIM, copies = POOL / wbytes;
-        printf("%5d rows, %d a block (%d blocks, %.1f MB a link):", n_out, R, n_out / R, wbytes / 1e6);
-        for (int m = 0; m < MODES; m++) {
-            CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-            for (int i = 0; i < CHAIN; i++) {
-                args a;
-                a.W = pool + (size_t)(i % copies) * wbytes;
-                a.x = xbuf;
-                a.y = xbuf + 16384 + (size_t)(i & 1) * 16384;
-                a.nw = nw;
-                a.xq = xq;
-                a.xs = xs;
-                a.R = R;
-                if (m == LAUNCH || m == LAUNCH_N)
-                    CHECK(m == LAUNCH ? launch(st, k_codes<false>, 1, 0, a) : launch(st, k_codes<true>, 1, 0, a));
-                CHECK(launch(st, (void (*)(args))kmm[m], (unsigned)(n_out / R), (size_t)R * DIM, a));
+    printf("rowwork: us a link (median of 10 replays of a recorded chain of %d links), blocks of %d threads; [blocks an SM]\n", CHAIN,
+           TH);
+    for (int eq = 0; eq < 2; eq++) {
+        for (const auto &sh : shapes) {
+            const int n_out = sh[0], R = sh[1];
+            const size_t wbytes = (size_t)n_out * DIM, copies = POOL / wbytes;
+            /* eq: shared memory that leaves room for 8 blocks an SM and no more (1 KB a block reserved, the static part) */
+            const size_t need = (size_t)R * DIM + DIM + NB * sizeof(float), smem = eq ? (size_t)smem_sm / 8 - 1024 - 256 : need;
+            if (smem < need) return printf("rowwork: %zu bytes of shared memory a block do not hold %zu\n", smem, need), 1;
+            printf("%5d rows, %d a block (%d blocks, %.1f MB a link), %s:", n_out, R, n_out / R, wbytes / 1e6, eq ? "8 blocks an SM" : "as built");
+            for (int m = 0; m < MODES; m++) {
+                int occ = 0;
+                CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kmm[m], TH, smem));
+                CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+                for (int i = 0; i < CHAIN; i++) {
+                    args a;
+                    a.W = pool + (size_t)(i % copies) * wbytes;
+                    a.x = xbuf + (size_t)(i & 1) * 16384;
+                    a.y = xbuf + 2 * 16384 + (size_t)(i & 1) * 16384;
+                    a.nw = nw;
+                    a.xq = xq;
+                    a.xs = xs;
+                    a.R = R;
+                    if (m == LAUNCH || m == LAUNCH_N)
+                        CHECK(m == LAUNCH ? launch(st, k_codes<false>, 1, 0, a) : launch(st, k_codes<true>, 1, 0, a));
+                    CHECK(launch(st, (void (*)(args))kmm[m], (unsigned)(n_out / R), smem, a));
+                }
+                float us = 0.0f;
+                CHECK(chain_us(st, CHAIN, &us));
+                printf("  %s %.2f [%d]", mode_name[m], us, occ);
             }
-            float us = 0.0f;
-            CHECK(chain_us(st, CHAIN, &us));
-            printf("  %s %.2f", mode_name[m], us);
+            printf("\n");
         }
-        printf("\n");
     }
     return 0;
 }

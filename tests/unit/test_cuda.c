@@ -694,11 +694,15 @@ static void test_gv_hold(ob_backend *g) {
 static void test_gv_direct(ob_backend *g) {
     static const struct { int type; int64_t n_in, n_out; } cases[] = {
         {OB_TYPE_F16, 2048, 301}, {OB_TYPE_F16, 8192, 67}, {OB_TYPE_F16, 1032, 33}, {OB_TYPE_F16, 3072, 130},
-        {OB_TYPE_BF16, 2048, 129}, {OB_TYPE_BF16, 4096, 7},
+        {OB_TYPE_BF16, 2048, 129}, {OB_TYPE_BF16, 4096, 7}, {OB_TYPE_F16, 2048, 256}, /* (its matmul: 1 MiB exactly) */
     };
     ob_backend *d = gpu_new_with("OB_CUDA_GV_DIRECT", "0"), *mib = gpu_new_with("OB_CUDA_GV_DIRECT", "1");
     CHECK(d != NULL && mib != NULL);
-    if (!d || !mib) return;
+    if (!d || !mib) {
+        if (d) gpu_free(d);
+        if (mib) gpu_free(mib);
+        return;
+    }
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int type = cases[c].type;
         const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;

@@ -176,8 +176,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
     const char *gd = getenv("OB_CUDA_GV_DIRECT");
     /* matrices of at most this many MiB read in place (0: none); larger ones stage (run 19) */
-    s->gv_direct = gd ? atoi(gd) : 128;
-    if (s->gv_direct < 0) s->gv_direct = 0;
+    const long gdv = gd ? strtol(gd, NULL, 10) : 128;
+    s->gv_direct = gdv < 0 ? 0 : gdv > (1L << 20) ? 1 << 20 : (int)gdv;
     const char *gh = getenv("OB_CUDA_GV_HOLD");
     s->gv_hold = !gh ? 1 : !strcmp(gh, "0") ? 0 : !strcmp(gh, "2") ? 2 : !strcmp(gh, "4") ? 4 : 1;
     const char *ra = getenv("OB_CUDA_ROPE_ATTN");
