@@ -83,7 +83,8 @@ static ob_backend *gpu_new_env(const char *const *env) {
     return b;
 }
 
-static void gpu_free(ob_backend *b) {
+static void gpu_free(ob_backend *b) { /* (NULL: nothing) */
+    if (!b) return;
     b->free(b);
     free(b);
 }
@@ -607,11 +608,35 @@ static void matmul_suite(ob_backend *b, int *mode) {
 
 /* ---- one token's int8 rows with the codes held in registers: the same bits ------------- */
 
+/* One case's inputs for one_token_outputs: a weight and an up weight of the same random blocks
+ * (seed), the input x and the residual y0. */
+typedef struct {
+    void *wq, *uq;
+    float *x, *y0;
+} one_token_in;
+
+static one_token_in one_token_inputs(int type, int64_t n_in, int64_t n_out, int seed) {
+    one_token_in in;
+    in.wq = random_quantized(type, n_in, n_out, seed);
+    in.uq = random_quantized(type, n_in, n_out, seed);
+    in.x = randf((size_t)n_in, 1.0f);
+    in.y0 = randf((size_t)n_out, 1.0f);
+    return in;
+}
+
+static void one_token_inputs_free(one_token_in *in) {
+    free(in->wq);
+    free(in->uq);
+    free(in->x);
+    free(in->y0);
+}
+
 /* One token through matmul, matmul_add, matmul_multi (the weight and two smaller ones) and
- * matmul_glu of the weights wq / uq (n_out rows) on g: the outputs, in that order, downloaded into
+ * matmul_glu of in's weights wq / uq (n_out rows) on g: the outputs, in that order, downloaded into
  * one malloc'd array of 4 n_out + m1 + m2 floats (the GLU's gate output only). */
-static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n_out, const void *wq, const void *uq, const float *x,
-                                const float *y0) {
+static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n_out, const one_token_in *in) {
+    const void *wq = in->wq, *uq = in->uq;
+    const float *x = in->x, *y0 = in->y0;
     const int64_t m1 = n_out / 3 + 1, m2 = n_out / 5 + 1;
     float *out = malloc((size_t)(4 * n_out + m1 + m2) * sizeof(float));
     ob_weight w = weight_on(g, type, n_in, n_out, wq), u = weight_on(g, type, n_in, n_out, uq);
@@ -653,18 +678,17 @@ static void test_gv_hold(ob_backend *g) {
     ob_backend *four = gpu_new_with("OB_CUDA_GV_HOLD", "4");
     CHECK(off != NULL && two != NULL && four != NULL);
     if (!off || !two || !four) {
-        if (off) gpu_free(off);
-        if (two) gpu_free(two);
-        if (four) gpu_free(four);
+        gpu_free(off);
+        gpu_free(two);
+        gpu_free(four);
         return;
     }
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int type = cases[c].type;
         const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
-        void *wq = random_quantized(type, n_in, n_out, 1), *uq = random_quantized(type, n_in, n_out, 1);
-        float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
-        float *a = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0), *b = one_token_outputs(off, type, n_in, n_out, wq, uq, x, y0);
-        float *f = one_token_outputs(four, type, n_in, n_out, wq, uq, x, y0), *h = one_token_outputs(two, type, n_in, n_out, wq, uq, x, y0);
+        one_token_in in = one_token_inputs(type, n_in, n_out, 1);
+        float *a = one_token_outputs(g, type, n_in, n_out, &in), *b = one_token_outputs(off, type, n_in, n_out, &in);
+        float *f = one_token_outputs(four, type, n_in, n_out, &in), *h = one_token_outputs(two, type, n_in, n_out, &in);
         const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
         const double d = max_abs_diff(a, b, total), d2 = max_abs_diff(h, b, total), d4 = max_abs_diff(f, b, total);
         if (d != 0 || d2 != 0 || d4 != 0 || ob_test_verbose)
@@ -677,10 +701,7 @@ static void test_gv_hold(ob_backend *g) {
         free(b);
         free(f);
         free(h);
-        free(wq);
-        free(uq);
-        free(x);
-        free(y0);
+        one_token_inputs_free(&in);
     }
     gpu_free(off);
     gpu_free(two);
@@ -699,21 +720,20 @@ static void test_gv_direct(ob_backend *g) {
     ob_backend *d = gpu_new_with("OB_CUDA_GV_DIRECT", "0"), *mib = gpu_new_with("OB_CUDA_GV_DIRECT", "1");
     CHECK(d != NULL && mib != NULL);
     if (!d || !mib) {
-        if (d) gpu_free(d);
-        if (mib) gpu_free(mib);
+        gpu_free(d);
+        gpu_free(mib);
         return;
     }
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int type = cases[c].type;
         const int64_t n_in = cases[c].n_in, n_out = cases[c].n_out;
-        void *wq = random_quantized(type, n_in, n_out, 0), *uq = random_quantized(type, n_in, n_out, 0);
-        float *x = randf((size_t)n_in, 1.0f), *y0 = randf((size_t)n_out, 1.0f);
+        one_token_in in = one_token_inputs(type, n_in, n_out, 0);
         const long l0 = gv_direct_launches();
-        float *a = one_token_outputs(d, type, n_in, n_out, wq, uq, x, y0);
+        float *a = one_token_outputs(d, type, n_in, n_out, &in);
         const long l1 = gv_direct_launches();
-        float *b = one_token_outputs(g, type, n_in, n_out, wq, uq, x, y0);
+        float *b = one_token_outputs(g, type, n_in, n_out, &in);
         const long l2 = gv_direct_launches();
-        float *m = one_token_outputs(mib, type, n_in, n_out, wq, uq, x, y0);
+        float *m = one_token_outputs(mib, type, n_in, n_out, &in);
         CHECK(l1 == l0);               /* =0 stages them */
         CHECK(l2 - l1 == 4);           /* the default: matmul, matmul_add, matmul_multi, matmul_glu */
         const int64_t rb = 2 * n_in, rows[4] = {n_out, n_out, n_out + n_out / 3 + 1 + n_out / 5 + 1, 2 * n_out};
@@ -730,10 +750,7 @@ static void test_gv_direct(ob_backend *g) {
         free(a);
         free(b);
         free(m);
-        free(wq);
-        free(uq);
-        free(x);
-        free(y0);
+        one_token_inputs_free(&in);
     }
     gpu_free(d);
     gpu_free(mib);
@@ -998,7 +1015,7 @@ static void test_gqa_rope_groups(void) {
         test_rope_attention(b, OB_TYPE_F16, 0, 64, 64, 1, 90, 0);
         CHECK_EQ_INT((int)(gqa_rope_launches() - before), 1);
     }
-    if (b) gpu_free(b);
+    gpu_free(b);
     rope_heads = 8;
     rope_kv_heads = 2;
 }
@@ -1299,7 +1316,7 @@ static void attn_types_with(ob_backend *c, const char *var, const char *val, int
         test_kv_attention(g, c, types[k], 64, 300, n1, prompt);
         test_kv_attention(g, c, types[k], 128, prompt ? 200 : 3000, n2, prompt);
     }
-    if (g) gpu_free(g);
+    gpu_free(g);
 }
 
 OB_SUITE(cuda_kernels) {
@@ -1448,8 +1465,8 @@ OB_SUITE(cuda_kernels) {
             check_attn_codes(g0, gi, OB_TYPE_F16, 128, 3000, 1, 0, OB_TYPE_Q4_K);
             check_attn_codes(g0, gi, OB_TYPE_F16, 96, 300, 2, 0, OB_TYPE_Q4_0);
         }
-        if (g0) gpu_free(g0);
-        if (gd2) gpu_free(gd2);
+        gpu_free(g0);
+        gpu_free(gd2);
         gpu_free(gm);
     }
     /* ... and with q loaded and rotated in registers (OB_CUDA_ATTN_MK=2): both RoPE styles, full
@@ -1563,7 +1580,7 @@ OB_SUITE(cuda_kernels) {
     ob_backend *gs = gpu_new_env(env_tiles0);
     CHECK(gs != NULL);
     for (int k = 0; gs && k < 3; k++) test_kv_attention(gs, c, kv_types[k], 64, 300, 100, 1);
-    if (gs) gpu_free(gs);
+    gpu_free(gs);
     /* prompt-sized matmuls on the int8 tensor cores (OB_CUDA_MMQ=1): every type (the others keep
      * the 16-bit path on the same backend), and the fused ops on it */
     ob_backend *gq = gpu_new_with("OB_CUDA_MMQ", "1");
@@ -1593,8 +1610,8 @@ OB_SUITE(cuda_kernels) {
         CHECK(f16_reads() == reads);
         check_f16_copies(g, g0, gd);
     }
-    if (g0) gpu_free(g0);
-    if (gd) gpu_free(gd);
+    gpu_free(g0);
+    gpu_free(gd);
     c->free(c);
     free(c);
     gpu_free(g);
