@@ -532,10 +532,16 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-template <int T, int NT, int RMAX, int HS = 2, bool CODES = false, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
-    const int weights = a.ep == GV_GLU ? 2 : 1;
+/* The output rows of a call, every job's. */
+static long gv_rows_all(const gv_args &a) {
     long rows = 0;
     for (int j = 0; j < a.nj; j++) rows += a.job[j].n_out;
+    return rows;
+}
+
+template <int T, int NT, int RMAX, int HS = 2, bool CODES = false, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
+    const int weights = a.ep == GV_GLU ? 2 : 1;
+    const long rows = gv_rows_all(a);
     a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
@@ -557,11 +563,7 @@ static int gv_hold4(int gv_hold, int n_in) {
 }
 
 /* The bytes of a call's rows (every job's, both weights of a GLU). */
-static size_t gv_bytes(const gv_args &a) {
-    size_t rows = 0;
-    for (int j = 0; j < a.nj; j++) rows += (size_t)a.job[j].n_out;
-    return rows * a.rb * (a.ep == GV_GLU ? 2 : 1);
-}
+static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb * (a.ep == GV_GLU ? 2 : 1); }
 
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
