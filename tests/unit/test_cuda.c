@@ -710,12 +710,14 @@ static void test_gv_hold(ob_backend *g) {
 
 /* f16 / bf16 rows read in place (the default) against the staged rows (OB_CUDA_GV_DIRECT=0),
  * bit for bit: one token through matmul, matmul_add, matmul_multi and matmul_glu; rows of 1032 to
- * 8192 values (1-8 chunks a thread, an odd last step), row counts not a multiple of 4. With
+ * 8192 values (1-8 chunks a thread, an odd last step), row counts not a multiple of 4, a launch of
+ * more than one wave. With
  * OB_CUDA_GV_DIRECT=1 only the calls of at most 1 MiB of rows read them in place. */
 static void test_gv_direct(ob_backend *g) {
     static const struct { int type; int64_t n_in, n_out; } cases[] = {
         {OB_TYPE_F16, 2048, 301}, {OB_TYPE_F16, 8192, 67}, {OB_TYPE_F16, 1032, 33}, {OB_TYPE_F16, 3072, 130},
         {OB_TYPE_BF16, 2048, 129}, {OB_TYPE_BF16, 4096, 7}, {OB_TYPE_F16, 2048, 256}, /* (its matmul: 1 MiB exactly) */
+        {OB_TYPE_F16, 1032, 4100}, /* more blocks of 4 rows than fit an H200 at once */
     };
     ob_backend *d = gpu_new_with("OB_CUDA_GV_DIRECT", "0"), *mib = gpu_new_with("OB_CUDA_GV_DIRECT", "1");
     CHECK(d != NULL && mib != NULL);

@@ -175,8 +175,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
     const char *gd = getenv("OB_CUDA_GV_DIRECT");
-    /* matrices of at most this many MiB read in place (0: none); larger ones stage (run 19) */
-    const long gdv = gd ? strtol(gd, NULL, 10) : 128;
+    /* matrices of at most this many MiB read in place (0: none); larger ones stage (runs 19, 20) */
+    const long gdv = gd ? strtol(gd, NULL, 10) : 256;
     s->gv_direct = gdv < 0 ? 0 : gdv > (1L << 20) ? 1 << 20 : (int)gdv;
     const char *gh = getenv("OB_CUDA_GV_HOLD");
     s->gv_hold = !gh ? 1 : !strcmp(gh, "0") ? 0 : !strcmp(gh, "2") ? 2 : !strcmp(gh, "4") ? 4 : 1;

@@ -432,7 +432,7 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
 }
 
 /* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
- * others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 128): the
+ * others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
 template <int T, int NT, int RMAX, int HS, bool CODES, int DIRECT = 0>

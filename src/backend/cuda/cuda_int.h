@@ -115,8 +115,9 @@ typedef struct {
                             * where its launch is one wave, 1 (OB_CUDA_GLU_CODES=1) on q4_0 gates, 2 (=2) every type, 0 (=0) off */
     int gv_direct;         /* one token's f16 / bf16 decode matmul reads the rows of a call of at most this
                             * many MiB in place, not staged (cuda_gemv.cu, k_gv's DIRECT instance; run 19:
-                            * Llama-1B F16 +6%, the 525-657 MB output matrices faster staged):
-                            * OB_CUDA_GV_DIRECT=N, default 128; 0 stages every one */
+                            * Llama-1B F16 +6%, the 525-657 MB output matrices faster staged; run 20: the
+                            * 8B's 224 MiB gate + up faster in place): OB_CUDA_GV_DIRECT=N, default 256;
+                            * 0 stages every one */
     int gv_hold;           /* one token's int8 decode matmul: the lanes' codes in registers, two rows at a time
                             * (cuda_gemv.cu, gv_rows_q8_held). 1 (default): up to two sub-blocks a lane, and
                             * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
