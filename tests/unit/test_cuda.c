@@ -631,14 +631,19 @@ static void one_token_inputs_free(one_token_in *in) {
     free(in->y0);
 }
 
+/* one_token_outputs' two smaller weights of matmul_multi: rows, and the outputs' total floats */
+static int64_t one_token_m1(int64_t n_out) { return n_out / 3 + 1; }
+static int64_t one_token_m2(int64_t n_out) { return n_out / 5 + 1; }
+static size_t one_token_total(int64_t n_out) { return (size_t)(4 * n_out + one_token_m1(n_out) + one_token_m2(n_out)); }
+
 /* One token through matmul, matmul_add, matmul_multi (the weight and two smaller ones) and
  * matmul_glu of in's weights wq / uq (n_out rows) on g: the outputs, in that order, downloaded into
  * one malloc'd array of 4 n_out + m1 + m2 floats (the GLU's gate output only). */
 static float *one_token_outputs(ob_backend *g, int type, int64_t n_in, int64_t n_out, const one_token_in *in) {
     const void *wq = in->wq, *uq = in->uq;
     const float *x = in->x, *y0 = in->y0;
-    const int64_t m1 = n_out / 3 + 1, m2 = n_out / 5 + 1;
-    float *out = malloc((size_t)(4 * n_out + m1 + m2) * sizeof(float));
+    const int64_t m1 = one_token_m1(n_out), m2 = one_token_m2(n_out);
+    float *out = malloc(one_token_total(n_out) * sizeof(float));
     ob_weight w = weight_on(g, type, n_in, n_out, wq), u = weight_on(g, type, n_in, n_out, uq);
     ob_weight w1 = weight_on(g, type, n_in, m1, uq), w2 = weight_on(g, type, n_in, m2, wq);
     void *dx = dev_copy(g, x, (size_t)n_in * 4), *dy = dev_nan(g, (size_t)n_out), *da = dev_copy(g, y0, (size_t)n_out * 4);
@@ -689,7 +694,7 @@ static void test_gv_hold(ob_backend *g) {
         one_token_in in = one_token_inputs(type, n_in, n_out, 1);
         float *a = one_token_outputs(g, type, n_in, n_out, &in), *b = one_token_outputs(off, type, n_in, n_out, &in);
         float *f = one_token_outputs(four, type, n_in, n_out, &in), *h = one_token_outputs(two, type, n_in, n_out, &in);
-        const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
+        const size_t total = one_token_total(n_out);
         const double d = max_abs_diff(a, b, total), d2 = max_abs_diff(h, b, total), d4 = max_abs_diff(f, b, total);
         if (d != 0 || d2 != 0 || d4 != 0 || ob_test_verbose)
             fprintf(stderr, "  cuda held codes %-7s %5lld x %4lld: max|diff| default %.3g, two a lane %.3g, four %.3g (must be 0)\n",
@@ -711,8 +716,8 @@ static void test_gv_hold(ob_backend *g) {
 /* f16 / bf16 rows read in place (the default) against the staged rows (OB_CUDA_GV_DIRECT=0),
  * bit for bit: one token through matmul, matmul_add, matmul_multi and matmul_glu; rows of 1032 to
  * 8192 values (1-8 chunks a thread, an odd last step), row counts not a multiple of 4, a launch of
- * more than one wave. With
- * OB_CUDA_GV_DIRECT=1 only the calls of at most 1 MiB of rows read them in place. */
+ * more than one wave. With OB_CUDA_GV_DIRECT=1 only the calls of at most 1 MiB of rows read them
+ * in place. */
 static void test_gv_direct(ob_backend *g) {
     static const struct { int type; int64_t n_in, n_out; } cases[] = {
         {OB_TYPE_F16, 2048, 301}, {OB_TYPE_F16, 8192, 67}, {OB_TYPE_F16, 1032, 33}, {OB_TYPE_F16, 3072, 130},
@@ -738,11 +743,11 @@ static void test_gv_direct(ob_backend *g) {
         float *m = one_token_outputs(mib, type, n_in, n_out, &in);
         CHECK(l1 == l0);               /* =0 stages them */
         CHECK(l2 - l1 == 4);           /* the default: matmul, matmul_add, matmul_multi, matmul_glu */
-        const int64_t rb = 2 * n_in, rows[4] = {n_out, n_out, n_out + n_out / 3 + 1 + n_out / 5 + 1, 2 * n_out};
+        const int64_t rb = 2 * n_in, rows[4] = {n_out, n_out, n_out + one_token_m1(n_out) + one_token_m2(n_out), 2 * n_out};
         long small = 0;
         for (int k = 0; k < 4; k++) small += rows[k] * rb <= (1 << 20);
         CHECK(gv_direct_launches() - l2 == small);
-        const size_t total = (size_t)(4 * n_out + n_out / 3 + 1 + n_out / 5 + 1);
+        const size_t total = one_token_total(n_out);
         const double diff = fmax(max_abs_diff(a, b, total), max_abs_diff(a, m, total));
         if (diff != 0 || ob_test_verbose)
             fprintf(stderr, "  cuda rows in place %-5s %5lld x %4lld (%ld of 4 under 1 MiB): max|diff| %.3g (must be 0)\n",

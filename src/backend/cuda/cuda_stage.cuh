@@ -18,17 +18,13 @@
  * and the next span starts 16-byte aligned. */
 __host__ __device__ __forceinline__ size_t gv_span(size_t len) { return (len + 30 + 15) & ~(size_t)15; }
 
-/* 16-byte words [i0, i1) from a0 (16-byte aligned) to dst, asynchronously, by the TH threads of the block */
-template <int TH> __device__ __forceinline__ void gv_copy16(uint8_t *dst, uintptr_t a0, int i0, int i1) {
-    for (int i = i0 + threadIdx.x; i < i1; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
-}
-
 /* Copies bytes [src, src + len) to dst (16-byte aligned) from the 16-byte boundary below src with
  * the TH threads of the block; returns where src's first byte landed. Reads up to 15 bytes on
  * each side of the span, inside the same 16-byte words (uploads are padded: cuda_backend.cu). */
 template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *src, size_t len) {
     const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
-    gv_copy16<TH>(dst, a0, 0, (int)((a - a0 + len + 15) >> 4));
+    const int n16 = (int)((a - a0 + len + 15) >> 4);
+    for (int i = threadIdx.x; i < n16; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
     return dst + (a - a0);
 }
 
