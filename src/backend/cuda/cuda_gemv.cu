@@ -489,7 +489,15 @@ template <int VT, int P> __device__ __forceinline__ void gv_norm_row(const gv_no
  * the one that completes the row x[dim] norms it (gv_norm_row) and resets the counter for the next
  * launch. Not inlined: its registers are not k_gv's (the values it holds would otherwise raise the
  * whole kernel's count, and with it its blocks an SM). */
-__device__ __noinline__ void gv_norm_tail(const float *x, int dim, int nr, int *cnt, gv_norm_args na) {
+#ifndef OB_CUDA_NORM_TAIL /* build option for an A/B: 1 the tail in a function of its own, 2 inlined, 0 no norm (the counter's cost alone: wrong results) */
+#define OB_CUDA_NORM_TAIL 1
+#endif
+#if OB_CUDA_NORM_TAIL == 2
+#define GV_TAIL_FN __forceinline__
+#else
+#define GV_TAIL_FN __noinline__
+#endif
+__device__ GV_TAIL_FN void gv_norm_tail(const float *x, int dim, int nr, int *cnt, gv_norm_args na) {
     __shared__ int last;
     __threadfence(); /* the outputs, before their count */
     __syncthreads();
@@ -497,7 +505,8 @@ __device__ __noinline__ void gv_norm_tail(const float *x, int dim, int nr, int *
     __syncthreads();
     if (!last) return;
     __threadfence(); /* the other blocks' outputs, after their counts */
-    if (na.vt == 2) gv_norm_row<2, 16>(na, x, dim);
+    if (!OB_CUDA_NORM_TAIL) {}
+    else if (na.vt == 2) gv_norm_row<2, 16>(na, x, dim);
     else if (dim <= 16 * GV_THREADS) gv_norm_row<8, 16>(na, x, dim);
     else gv_norm_row<8, 20>(na, x, dim);
     if (threadIdx.x == 0) *cnt = 0;
