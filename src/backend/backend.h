@@ -172,12 +172,6 @@ struct ob_backend {
     int (*rope_attention)(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);
     /* rmsnorm, then act_quant_i8 on y (BitNet's projections' inputs). */
     void (*rmsnorm_act_quant)(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps);
-    /* matmul_add(w, in, x, n), then y = rmsnorm(x, nw) (x [n][w->n_out]; aq: rmsnorm_act_quant):
-     * a residual projection and the norm of the rows it completes, the next projection's input.
-     * Returns 0 without doing anything when the backend cannot take it (the engine then issues
-     * the two ops). */
-    int (*matmul_add_norm)(ob_backend *b, const ob_weight *w, const float *in, float *x, int n, const float *nw, float *y, float eps,
-                           int aq);
     /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without
      * doing anything when the backend cannot take this layer (the engine then issues the ops). */
     int (*layer_decode)(ob_backend *b, const ob_layer_args *l);
@@ -206,8 +200,6 @@ long ob_cuda_graph_replays(void);
 long ob_cuda_f16_copy_reads(void);
 /* Decode GLU launches that made their output's int8 codes (by default where the launch is one wave; OB_CUDA_GLU_CODES=1 q4_0 gates, =2 every type, =0 off), every backend (tests). */
 long ob_cuda_glu_codes_made(void);
-/* matmul_add_norm launches (the completing block's norm; OB_CUDA_ADD_NORM=1 one-wave launches, =2 all, 0 off), every backend (tests). */
-long ob_cuda_add_norms_made(void);
 /* One-token f16 / bf16 products that read their rows in place (calls of at most OB_CUDA_GV_DIRECT MiB, default 256), every backend (tests). */
 long ob_cuda_gv_direct_launches(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */

@@ -44,7 +44,6 @@ struct ob_ctx {
     float *embd;                /* host [cap_embd][n_embd] */
     int cap_embd;
     int distinct;               /* the step's tokens are all of different sequences (a decode step) */
-    int h_normed;               /* h holds the next layer's attention input: the last matmul_add_norm wrote it */
 };
 
 ob_ctx_params ob_ctx_default_params(void) {
@@ -264,16 +263,6 @@ static void matmul_residual(ob_ctx_t *c, const ob_weight *w, const float *in, in
     be->add(be, c->x, c->h, (size_t)n * c->m->hp.n_embd);
 }
 
-/* x += in . W^T and, where the backend fuses the two (nobody observing), y = the norm of x that
- * norm_act_quant with nw would write next (matmul_add_norm): 1 when y was written. */
-static int matmul_residual_norm(ob_ctx_t *c, const ob_weight *w, const float *in, int n, const float *nw, float *y) {
-    ob_backend *be = c->be;
-    const int aq = (c->m->arch->flags & OB_ARCH_ACT_QUANT) != 0;
-    if (nw && !c->obs && be->matmul_add_norm && be->matmul_add_norm(be, w, in, c->x, n, nw, y, c->m->hp.eps, aq)) return 1;
-    matmul_residual(c, w, in, n);
-    return 0;
-}
-
 /* w, the matmul after an op, when it reads that op's output as it is (the backend may prepare it
  * for w: ob_attn_args.out_to, matmul_glu's out_to); NULL when a sub-norm or act_quant_i8 comes
  * between. */
@@ -288,8 +277,6 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     const ob_layer *L = &m->layers[il];
     int d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
     const ob_weight *to_wo = read_as_is(m, L->attn_sub_norm, &L->wo);
-    const int normed = c->h_normed; /* the previous layer's last op wrote this one's attention input */
-    c->h_normed = 0;
     ob_attn_args a = {c->q, c->att, c->k_cache[il], c->v_cache[il], c->type_k, c->type_v, n, hp->n_head, hp->n_head_kv,
                       hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim), to_wo};
     /* one token of a layer without biases or Q/K norms, nobody observing: one backend call when it
@@ -301,7 +288,7 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
         if (be->layer_decode(be, &la)) return;
     }
 
-    if (!normed) norm_act_quant(c, "qkv_in", il, c->x, L->attn_norm, c->h, n, d);
+    norm_act_quant(c, "qkv_in", il, c->x, L->attn_norm, c->h, n, d);
     if (be->matmul_multi) {
         const ob_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
         float *ys[3] = {c->q, c->k, c->v};
@@ -338,7 +325,9 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     } else {
         maybe_act_quant(c, "o_in", il, c->att, n, qd);
     }
-    if (!matmul_residual_norm(c, &L->wo, o_in, n, L->ffn_norm, c->h)) norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
+    matmul_residual(c, &L->wo, o_in, n);
+
+    norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {
         be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n,
                        read_as_is(m, L->ffn_sub_norm, &L->ffn_down));
@@ -354,8 +343,7 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     } else {
         maybe_act_quant(c, "down_in", il, c->gate, n, hp->n_ff);
     }
-    const float *next_norm = il + 1 < hp->n_layer ? m->layers[il + 1].attn_norm : NULL;
-    c->h_normed = matmul_residual_norm(c, &L->ffn_down, down_in, n, next_norm, c->h);
+    matmul_residual(c, &L->ffn_down, down_in, n);
     observe(c, "l_out", il, c->x, n, d);
 }
 
@@ -381,7 +369,6 @@ static void step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_o
     ob_backend *be = c->be;
     const int n = b->n_tokens, d = m->hp.n_embd;
     be->get_rows(be, &m->tok_embd, b->tokens, n, c->x);
-    c->h_normed = 0;
     for (int il = 0; il < m->hp.n_layer; il++) layer_forward(c, il, n, b->pos, seq);
     for (int j = 0; j < n_out; j++)
         be->copy(be, c->h + (size_t)j * d, c->x + (size_t)c->out_rows[j] * d, (size_t)d * sizeof(float));

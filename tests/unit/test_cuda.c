@@ -519,14 +519,6 @@ static long codes_handed(void) {
     return 0;
 #endif
 }
-/* matmul_add_norm launches so far (likewise). */
-static long add_norms_made(void) {
-#ifdef OB_CUDA
-    return ob_cuda_add_norms_made();
-#else
-    return 0;
-#endif
-}
 /* Launches of the grouped attention's fused form so far (likewise). */
 static long gqa_rope_launches(void) {
 #ifdef OB_CUDA
@@ -571,82 +563,6 @@ static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff,
     }
     const ob_weight *ws[] = {&gw, &uw, &dw};
     for (int i = 0; i < 3; i++) g->dealloc(g, (void *)ws[i]->data);
-}
-
-/* matmul_add_norm (want: g takes it for this type and shape, one token) against matmul_add, then
- * rmsnorm (aq: rmsnorm_act_quant) on the same backend: the residual, the norm's output, and a q8_0
- * product reading that output through its codes (the completing block's: counted; the row
- * kernel's otherwise), bit for bit; two tokens are declined. */
-static void check_add_norm(ob_backend *g, int type, int64_t n_in, int64_t dim, int aq, int want) {
-    ob_weight w = fused_weight(g, type, n_in, dim), nx = fused_weight(g, OB_TYPE_Q8_0, dim, 96);
-    const float eps = 1e-5f;
-    float *in = randf((size_t)n_in, 1.0f), *x0 = randf((size_t)dim, 2.0f), *wn = randf((size_t)dim, 1.0f);
-    void *din = dev_copy(g, in, (size_t)n_in * 4), *xa = dev_copy(g, x0, (size_t)dim * 4), *xb = dev_copy(g, x0, (size_t)dim * 4);
-    void *nw = dev_copy(g, wn, (size_t)dim * 4), *ya = dev_nan(g, (size_t)dim), *yb = dev_nan(g, (size_t)dim), *za = dev_nan(g, 96), *zb = dev_nan(g, 96);
-    g->matmul_add(g, &w, din, xa, 1);
-    if (aq) g->rmsnorm_act_quant(g, xa, nw, ya, 1, (int)dim, eps);
-    else g->rmsnorm(g, xa, nw, ya, 1, (int)dim, eps);
-    g->matmul(g, &nx, ya, za, 1);
-    const long made = add_norms_made(), handed = codes_handed();
-    const int took = g->matmul_add_norm(g, &w, din, xb, 1, nw, yb, eps, aq);
-    CHECK(took == want);
-    if (!took) {
-        g->matmul_add(g, &w, din, xb, 1);
-        if (aq) g->rmsnorm_act_quant(g, xb, nw, yb, 1, (int)dim, eps);
-        else g->rmsnorm(g, xb, nw, yb, 1, (int)dim, eps);
-    }
-    g->matmul(g, &nx, yb, zb, 1);
-    CHECK(add_norms_made() == made + want);
-    CHECK(codes_handed() == handed + 1); /* the product read y's codes, whoever made them */
-    cmp_exact(g, xa, xb, (size_t)dim, "add+norm x", type, 1);
-    cmp_exact(g, ya, yb, (size_t)dim, aq ? "add+norm+aq y" : "add+norm y", type, 1);
-    cmp_exact(g, za, zb, 96, "add+norm next", type, 1);
-    float *x2 = randf((size_t)(2 * n_in), 1.0f);
-    void *dx2 = dev_copy(g, x2, (size_t)(2 * n_in) * 4), *r2 = dev_nan(g, (size_t)(2 * dim)), *y2 = dev_nan(g, (size_t)(2 * dim));
-    CHECK(g->matmul_add_norm(g, &w, dx2, r2, 2, nw, y2, eps, aq) == 0); /* (nothing written: r2 stays NaN) */
-    void *bufs[] = {din, xa, xb, nw, ya, yb, za, zb, dx2, r2, y2, (void *)w.data, (void *)nx.data};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) g->dealloc(g, bufs[i]);
-    free(in);
-    free(x0);
-    free(wn);
-    free(x2);
-}
-
-/* matmul_add_norm on the shapes of the table's files (one wave on any GPU of compute capability
- * 8.0+ or not: OB_CUDA_ADD_NORM=2 takes both) and small ones (the norm on 256 threads), with the
- * row kernel on 256 threads for 2048-value rows too (OB_CUDA_ROWS_WIDE=1), and declined where it
- * does not apply (rows over 2560 values on 1024 threads, the 8B's held-four ffn_down, lean4; off
- * by default). */
-static void test_add_norm(ob_backend *g) {
-    ob_backend *ga = gpu_new_with("OB_CUDA_ADD_NORM", "2");
-    static const char *const narrow[] = {"OB_CUDA_ADD_NORM", "2", "OB_CUDA_ROWS_WIDE", "1", NULL};
-    ob_backend *gn = gpu_new_env(narrow);
-    CHECK(ga != NULL && gn != NULL);
-    if (ga) {
-        check_add_norm(ga, OB_TYPE_Q4_0, 2048, 2048, 0, 1);  /* Llama-3.2-1B wo, ffn_down */
-        check_add_norm(ga, OB_TYPE_Q4_0, 8192, 2048, 0, 1);
-        check_add_norm(ga, OB_TYPE_Q4_K, 2048, 2048, 0, 1);
-        check_add_norm(ga, OB_TYPE_Q6_K, 8192, 2048, 0, 1);
-        check_add_norm(ga, OB_TYPE_Q8_0, 2048, 2048, 0, 1);
-        check_add_norm(ga, OB_TYPE_TQ2_0, 2560, 2560, 1, 1); /* BitNet-2B wo, ffn_down (act_quant) */
-        check_add_norm(ga, OB_TYPE_TQ2_0, 6912, 2560, 1, 1);
-        check_add_norm(ga, OB_TYPE_I2_S, 6912, 2560, 1, 1);
-        check_add_norm(ga, OB_TYPE_TQ1_0, 2560, 2560, 1, 1);
-        check_add_norm(ga, OB_TYPE_Q4_0, 128, 64, 0, 1);     /* 256 threads in the row kernel */
-        check_add_norm(ga, OB_TYPE_Q8_0, 1024, 1024, 1, 1);
-        check_add_norm(ga, OB_TYPE_Q4_K, 512, 1536, 0, 1);
-        check_add_norm(ga, OB_TYPE_Q4_0, 4096, 4096, 0, 0);  /* 32 values a thread */
-        check_add_norm(ga, OB_TYPE_Q4_K, 14336, 2048, 0, 0); /* the held-four instance's rows */
-        check_add_norm(ga, OB_TYPE_F16, 2048, 2048, 0, 0);   /* the float path */
-        gpu_free(ga);
-    }
-    if (gn) {
-        check_add_norm(gn, OB_TYPE_Q4_0, 2048, 2048, 0, 1);
-        check_add_norm(gn, OB_TYPE_TQ2_0, 2048, 2048, 1, 1);
-        check_add_norm(gn, OB_TYPE_Q8_0, 2048, 2560, 0, 0); /* 20 values a thread of 128 on 256: no instance */
-        gpu_free(gn);
-    }
-    check_add_norm(g, OB_TYPE_Q4_0, 2048, 2048, 0, 0);
 }
 
 /* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
@@ -1446,7 +1362,6 @@ OB_SUITE(cuda_kernels) {
         check_glu_codes(gall, OB_TYPE_Q8_0, 2048, 8192, 1);
         gpu_free(gall);
     }
-    test_add_norm(g);
     test_gv_hold(g);
     test_gv_direct(g);
     test_layer(g);
@@ -2027,18 +1942,6 @@ static void test_glu_codes_engine(void) {
     CHECK(glu_codes_made() == made);
 }
 
-/* The engine with matmul_add_norm (OB_CUDA_ADD_NORM=2) and without (the default): the same logits,
- * bit for bit (Llama and Qwen3 with the norm on 256 threads, BitNet with act_quant_i8), and the
- * path ran. */
-static void test_add_norm_engine(void) {
-    static const struct { const char *dir, *type; } models[] = {{"llama", "q4_0"}, {"qwen3", "q8_0"}, {"bitnet", "tq2_0"}};
-    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-        const long made = add_norms_made();
-        CHECK(ob_test_same_logits(models[i].dir, models[i].type, "cuda", "OB_CUDA_ADD_NORM", "2", 100, "cuda-add-norm"));
-        CHECK(add_norms_made() > made); /* (eager steps count, recorded replays do not) */
-    }
-}
-
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
  * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
@@ -2086,7 +1989,6 @@ OB_SUITE(cuda_golden) {
     test_gv_direct_engine();
     test_attn_codes_engine();
     test_glu_codes_engine();
-    test_add_norm_engine();
     test_grouped_engine();
 }
 

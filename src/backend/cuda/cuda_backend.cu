@@ -196,8 +196,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_gqa_rope = !gqr ? (s->attn_gqa ? 1 : 0) : atoi(gqr) >= 1 ? atoi(gqr) : 0;
     const char *glc = getenv("OB_CUDA_GLU_CODES");
     s->glu_codes = !glc ? 3 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "1") ? 1 : !strcmp(glc, "2") ? 2 : 3;
-    const char *adn = getenv("OB_CUDA_ADD_NORM");
-    s->add_norm = adn && (!strcmp(adn, "1") || !strcmp(adn, "2")) ? atoi(adn) : 0;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
     s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
@@ -384,17 +382,6 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n, out_to));
 }
 
-static int cu_op_matmul_add_norm(ob_backend *b, const ob_weight *w, const float *in, float *x, int n, const float *nw, float *y, float eps,
-                                 int aq) {
-    cu_state *s = st(b);
-    if (!cu_add_norm_takes(s, w, in, n)) return 0;
-    char buf[80];
-    const char *name = mm_name(s, buf, sizeof buf, "matmul+add+norm", w, w->n_out, n);
-    xq_forget_if(s, y, (size_t)n * w->n_out); /* (before: the op tags y's codes) */
-    PROF(s, name, (double)w->row_bytes * w->n_out, cu_gemv_add_norm(s, w, in, x, n, nw, y, eps, aq));
-    return 1;
-}
-
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
     cu_state *s = st(b);
     xq_forget(s);
@@ -572,7 +559,6 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->matmul_glu = cu_op_matmul_glu;
     b->rope_kv = cu_op_rope_kv;
     b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
-    b->matmul_add_norm = cu_op_matmul_add_norm;
     b->rope_attention = cu_op_rope_attention;
     b->layer_decode = cu_op_layer_decode;
     b->host_alloc = cu_host_alloc;

@@ -75,16 +75,6 @@ static __host__ __device__ constexpr bool gv_a16(int t) { return gv_in_mask((uns
 #define OB_CUDA_GV_HOLD 1
 #endif
 
-/* The norm's arguments (matmul_add_norm, cu_gemv_add_norm). */
-struct gv_norm_args {
-    const float *w; /* the norm's weights [dim] */
-    float *y;       /* its output [dim] */
-    int8_t *q;      /* y's codes and block scales */
-    float2 *xs;
-    float eps;
-    int aq, vt;     /* BitNet's act_quant_i8 after the norm; the row kernel's threads / 128 */
-};
-
 /* One weight of a launch: its blocks are blockIdx.x in [first, next job's first). */
 struct gv_job {
     const uint8_t *W;
@@ -106,8 +96,7 @@ struct gv_args {
     const float2 *xs;
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
     float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
-    int *ccnt;        /* [n][n_out / 32], 0 between launches; matmul_add_norm: [1] rows added */
-    gv_norm_args norm; /* matmul_add_norm (norm.y NULL: none) */
+    int *ccnt;        /* [n][n_out / 32], 0 between launches */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -433,85 +422,6 @@ __device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, 
         }
 }
 
-/* The norm of the row x[dim] (dim <= 20 x 128) into na.y, then BitNet's act_quant_i8 with na.aq,
- * then its codes into na.q / na.xs, by one block of 128 threads with the row kernel's results on
- * VT x 128 threads (k_rows, rows_regs: VT 2 or 8): thread t holds elements t + 128 m (m < P),
- * which on VT x 128 threads virtual thread t + 128 (m % VT) holds as its element m / VT. So each
- * virtual thread's sum of squares is its own chain of fmaf over m = j, j + VT, ..., its virtual
- * warp (warp + 4 j) has the same lanes as the real warp, whose shuffle tree then sums it as
- * block_reduce's first stage does, and one warp adds the virtual warps' sums as its second stage:
- * the same bits. The maxima and the codes' integer sums do not depend on the order (quant_regs,
- * which takes this layout on 128 threads as it is). */
-template <int VT, int P> __device__ __forceinline__ void gv_norm_row(const gv_norm_args &na, const float *x, int dim) {
-    __shared__ float part[32];
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    float v[P], ss[VT];
-#pragma unroll
-    for (int m = 0; m < P; m++) v[m] = t + GV_THREADS * m < dim ? __ldcg(x + t + GV_THREADS * m) : 0.0f;
-#pragma unroll
-    for (int j = 0; j < VT; j++) ss[j] = 0.0f;
-#pragma unroll
-    for (int m = 0; m < P; m++) ss[m % VT] = fmaf(v[m], v[m], ss[m % VT]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int j = 0; j < VT; j++) ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], o);
-    if (lane == 0)
-#pragma unroll
-        for (int j = 0; j < VT; j++) part[warp + 4 * j] = ss[j];
-    __syncthreads();
-    float tot = lane < 4 * VT ? part[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
-    const float inv = 1.0f / sqrtf(tot / (float)dim + na.eps);
-#pragma unroll
-    for (int m = 0; m < P; m++) {
-        const int e = t + GV_THREADS * m;
-        if (e < dim) v[m] = v[m] * inv * (na.w ? __ldg(na.w + e) : 1.0f);
-    }
-    if (na.aq) {
-        float mx = 0.0f;
-#pragma unroll
-        for (int m = 0; m < P; m++) mx = fmaxf(mx, fabsf(v[m]));
-        mx = block_reduce<true>(mx);
-        if (mx < 1e-5f) mx = 1e-5f;
-        const float sc = (1.0f / mx) * 127.0f;
-#pragma unroll
-        for (int m = 0; m < P; m++) v[m] = fminf(fmaxf(rintf(v[m] * sc), -128.0f), 127.0f) / sc;
-    }
-#pragma unroll
-    for (int m = 0; m < P; m++)
-        if (t + GV_THREADS * m < dim) na.y[t + GV_THREADS * m] = v[m];
-    quant_regs<P>(v, dim, 0, dim, na.q, na.xs);
-}
-
-/* matmul_add_norm's tail (one token): each block adds the nr rows it wrote to the counter cnt, and
- * the one that completes the row x[dim] norms it (gv_norm_row) and resets the counter for the next
- * launch. Not inlined: its registers are not k_gv's (the values it holds would otherwise raise the
- * whole kernel's count, and with it its blocks an SM). */
-#ifndef OB_CUDA_NORM_TAIL /* build option for an A/B: 1 the tail in a function of its own, 2 inlined, 0 no norm (the counter's cost alone: wrong results) */
-#define OB_CUDA_NORM_TAIL 1
-#endif
-#if OB_CUDA_NORM_TAIL == 2
-#define GV_TAIL_FN __forceinline__
-#else
-#define GV_TAIL_FN __noinline__
-#endif
-__device__ GV_TAIL_FN void gv_norm_tail(const float *x, int dim, int nr, int *cnt, gv_norm_args na) {
-    __shared__ int last;
-    __threadfence(); /* the outputs, before their count */
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(cnt, nr) + nr == dim;
-    __syncthreads();
-    if (!last) return;
-    __threadfence(); /* the other blocks' outputs, after their counts */
-    if (!OB_CUDA_NORM_TAIL) {}
-    else if (na.vt == 2) gv_norm_row<2, 16>(na, x, dim);
-    else if (dim <= 16 * GV_THREADS) gv_norm_row<8, 16>(na, x, dim);
-    else gv_norm_row<8, 20>(na, x, dim);
-    if (threadIdx.x == 0) *cnt = 0;
-}
-
 /* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
  * gv_hold4 picks for rows of three or four a lane (its own registers). */
 /* L2 prefetches of the n bytes at p, 128 bytes a thread and step (DIRECT: issued before the
@@ -525,7 +435,7 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
  * others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
-template <int T, int NT, int RMAX, int HS, bool CODES, int DIRECT = 0, bool NORM = false>
+template <int T, int NT, int RMAX, int HS, bool CODES, int DIRECT = 0>
 __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
@@ -535,10 +445,6 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
     const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
     const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
     const uint8_t *base0, *base1;
-    if constexpr (NORM) /* the norm's weights into L2 (constants: before the wait), a 128-byte line a block */
-        if (threadIdx.x == 0)
-            for (int l = blockIdx.x; a.norm.w && l < (J.n_out + 31) / 32; l += gridDim.x)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(a.norm.w + 32 * l));
     if constexpr (DIRECT) {
         base0 = J.W + (size_t)r0 * a.rb;
         base1 = glu ? a.U + (size_t)r0 * a.rb : base0;
@@ -583,7 +489,6 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES)) k_gv(co
         if constexpr (CODES) gv_glu_codes<NT>(a, J, r0, nr, t0, nt);
         __syncthreads(); /* red is reused by the next token group */
     }
-    if constexpr (NORM) gv_norm_tail(J.y, J.n_out, nr, a.ccnt, a.norm);
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
@@ -634,18 +539,17 @@ static long gv_rows_all(const gv_args &a) {
     return rows;
 }
 
-template <int T, int NT, int RMAX, int HS = 2, bool CODES = false, int DIRECT = 0, bool NORM = false> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX, int HS = 2, bool CODES = false, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     const long rows = gv_rows_all(a);
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT, NORM>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT, NORM>,
-              a);
+    cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 
 /* Nonzero when one token's rows of n_in values go to the instance that holds three or four
@@ -673,10 +577,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xq = q;
         a.xs = xs;
     }
-    if constexpr (cu_q8_type(T)) { /* (cu_gemv_glu and cu_gemv_add_norm ask with one token, not where held4 would take it) */
-        if (a.norm.y) return gv_launch<T, 1, 16, 2, false, 0, true>(s, a);
-        if (a.cq) return gv_launch<T, 1, 16, 2, true>(s, a);
-    }
+    if constexpr (cu_q8_type(T))
+        if (a.cq) return gv_launch<T, 1, 16, 2, true>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)
@@ -699,20 +601,19 @@ static void gv_run(cu_state *s, int type, gv_args &a) {
  * its blocks' tails (a fence and an atomic before the completing block's codes, about 2-3 us)
  * then come once, not once a wave with every block holding its slot through them (docs/cuda.md:
  * the default rule since run 18). */
-template <int T, bool NORM> static int gv_fit_t(cu_state *s, size_t rb, long n_out) {
+template <int T> static int gv_codes_fit_t(cu_state *s, size_t rb, long n_out) {
     if constexpr (cu_q8_type(T)) {
         int fit = 0;
-        gv_rows(s, (const void *)k_gv<T, 1, 16, 2, !NORM, 0, NORM>, rb, NORM ? 1 : 2, n_out, 16, &fit);
+        gv_rows(s, (const void *)k_gv<T, 1, 16, 2, true>, rb, 2, n_out, 16, &fit);
         return fit;
     } else {
         return 0;
     }
 }
-/* likewise for matmul_add_norm's instance (norm: w, one weight), else the GLU codes' (w: the gate) */
-static int gv_codes_fit(cu_state *s, const ob_weight *w, bool norm = false) {
+static int gv_codes_fit(cu_state *s, const ob_weight *g) {
     int fit = 0;
-#define FIT(T) fit = norm ? gv_fit_t<T, true>(s, w->row_bytes, (long)w->n_out) : gv_fit_t<T, false>(s, w->row_bytes, (long)w->n_out)
-    CU_FOR_TYPE(w->type, FIT)
+#define FIT(T) fit = gv_codes_fit_t<T>(s, g->row_bytes, (long)g->n_out)
+    CU_FOR_TYPE(g->type, FIT)
 #undef FIT
     return fit;
 }
@@ -827,16 +728,6 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
     return 1;
 }
 
-/* The codes buffers swapped: xq gets what the launch wrote into xq2. */
-static void xq_swap(cu_state *s) {
-    void *b = s->xq;
-    const size_t c = s->xq_cap;
-    s->xq = s->xq2;
-    s->xq_cap = s->xq2_cap;
-    s->xq2 = b;
-    s->xq2_cap = c;
-}
-
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n, const ob_weight *out_to) {
     if (!cu_gemv_takes(s, g, n) || !gv_ok(g, x, 2) || u->type != g->type || u->n_in != g->n_in || u->n_out != g->n_out) return 0;
     gv_args a = gv_base(g, x, n, GV_GLU);
@@ -864,45 +755,16 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     }
     gv_run(s, g->type, a);
     if (codes) { /* xq now holds the output's codes */
-        xq_swap(s);
+        void *b = s->xq;
+        const size_t c = s->xq_cap;
+        s->xq = s->xq2;
+        s->xq_cap = s->xq2_cap;
+        s->xq2 = b;
+        s->xq2_cap = c;
         __atomic_add_fetch(&glu_codes_made, 1, __ATOMIC_RELAXED);
         cu_xq_tag(s, out, n, (int)g->n_out);
     }
     return 1;
-}
-
-static long add_norms_made; /* matmul_add_norm launches, every backend of the process (tests) */
-extern "C" long ob_cuda_add_norms_made(void) { return __atomic_load_n(&add_norms_made, __ATOMIC_RELAXED); }
-
-int cu_add_norm_takes(cu_state *s, const ob_weight *w, const float *in, int n) {
-    const int dim = (int)w->n_out;
-    /* one token (the row kernel's f16 copy is for more: cu_xc_rows), rows of whole 32-element
-     * blocks that the 128 threads hold at most 32 values each of, the row kernel on 256 or 1024
-     * threads; by default (1) where the launch is one wave: its blocks' tails (a fence and an
-     * atomic) come once (the GLU codes' rule, docs/cuda.md) */
-    const int vt = cu_rows_threads(s, dim, 1) / GV_THREADS;
-    return s->add_norm && n == 1 && cu_q8_type(w->type) && w->type != OB_TYPE_LEAN4 && cu_gemv_takes(s, w, n) && gv_ok(w, in, 1) &&
-           dim % 32 == 0 && dim <= (vt == 2 ? 16 : 20) * GV_THREADS && (vt == 2 || vt == 8) &&
-           !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)w->n_in)) && (s->add_norm == 2 || gv_codes_fit(s, w, true));
-}
-
-void cu_gemv_add_norm(cu_state *s, const ob_weight *w, const float *in, float *x, int n, const float *nw, float *y, float eps, int aq) {
-    gv_args a = gv_base(w, in, n, GV_ADD);
-    a.job[0] = gv_job_of(w, x);
-    a.nj = 1;
-    a.norm.w = nw;
-    a.norm.y = y;
-    a.norm.eps = eps;
-    a.norm.aq = aq;
-    a.norm.vt = cu_rows_threads(s, (int)w->n_out, 1) / GV_THREADS;
-    xq_reserve(s, &s->xq2, &s->xq2_cap, n, (int)w->n_out, &a.norm.q, &a.norm.xs); /* y's codes; xq holds in's */
-    cu_attn_scratch(s, 0, 1); /* the counter (the attention's: 0 between launches) */
-    a.ccnt = s->attn_cnt;
-    gv_run(s, w->type, a);
-    xq_swap(s);
-    __atomic_add_fetch(&add_norms_made, 1, __ATOMIC_RELAXED);
-    cu_xq_tag(s, y, n, (int)w->n_out);
-    cu_xc_tag(s, NULL, 0, 0); /* x and y are written: a copy of either is stale */
 }
 
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {

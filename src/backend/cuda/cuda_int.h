@@ -113,9 +113,6 @@ typedef struct {
     cu_rows_pick gv_memo[CU_ROWS_MEMO];
     int glu_codes;         /* the one-token GLU makes its output's int8 codes for the matmul reading it (cuda_gemv.cu): 3 (default)
                             * where its launch is one wave, 1 (OB_CUDA_GLU_CODES=1) on q4_0 gates, 2 (=2) every type, 0 (=0) off */
-    int add_norm;          /* matmul_add_norm (cu_gemv_add_norm): the block of `wo` + add / `ffn_down` + add that completes
-                            * the residual row norms it for the next matmul, no row kernel: OB_CUDA_ADD_NORM=1 where that
-                            * launch is one wave, =2 wherever it applies, 0 (default) off */
     int gv_direct;         /* one token's f16 / bf16 decode matmul reads the rows of a call of at most this
                             * many MiB in place, not staged (cuda_gemv.cu, k_gv's DIRECT instance; run 19:
                             * Llama-1B F16 +6%, the 525-657 MB output matrices faster staged; run 20: the
@@ -288,15 +285,8 @@ int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int
 int cu_mmq_takes(const cu_state *s, const ob_weight *w, int n);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n, const ob_weight *out_to);
-/* backend.h's matmul_add_norm with the norm made by the block of the matmul that completes the row,
- * where _takes says s->add_norm allows it: one token of an int8-path weight (not lean4) */
-int cu_add_norm_takes(cu_state *s, const ob_weight *w, const float *in, int n);
-void cu_gemv_add_norm(cu_state *s, const ob_weight *w, const float *in, float *x, int n, const float *nw, float *y, float eps, int aq);
 
 /* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
-/* the block size of the row kernel for rows of dim (with or without a norm): 256 or 1024 (its sums'
- * order, which cu_gemv_add_norm reproduces) */
-int cu_rows_threads(const cu_state *s, int dim, int norm);
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
 void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r);
 /* rope of q and k, then kv_write of k and v, as backend.h's rope_kv (a's pos / seq on the device) */

@@ -54,18 +54,6 @@ __global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float 
     }
 }
 
-int cu_rows_threads(const cu_state *s, int dim, int norm) {
-    /* rows from 2048 values on 1024 threads, at most eight values a thread: the row kernel's time
-     * is its chain of instructions a thread (one block took 3.5 us of SM time on a 2560-value
-     * BitNet norm on 256 threads; H200 tg128 BitNet-2B I2_S +8.6%, Llama-3.2-1B Q4_0 +1.0% with
-     * the norms on 1024 threads too, docs/bench.md run 10). A norm sums its squares in the order
-     * of the block size, which depends on the row's size only (the same bits for every row op of a
-     * size): OB_CUDA_ROWS_WIDE=1 keeps norms on 256 threads up to 8192 values (as the whole-layer
-     * kernel, OB_CUDA_LAYER=1, which implies it), =0 every row op */
-    const int wide = s->rows_wide && dim >= 2048 && (!norm || s->rows_wide == 2);
-    return wide || dim > 256 * 32 ? 1024 : 256;
-}
-
 /* The row ops above for n rows of dim; q / xs: the codes too (dim a multiple of 32, at most
  * CU_QROW_MAX). Blocks of 256 threads up to 8192 values a row with a norm, else 1024 (the same for every call
  * of a row size, so equal rows give equal bits whichever op asked); a decode-sized batch whose y is
@@ -74,7 +62,15 @@ int cu_rows_threads(const cu_state *s, int dim, int norm) {
 static int rows_launch(cu_state *s, const char *what, const float *x, const float *w, float *y, int n, int dim, float eps, int norm, int aq,
                        int8_t *q, float2 *xs, __half *yh) {
     if (n <= 0) return 0;
-    const int th = cu_rows_threads(s, dim, norm), per = (dim + th - 1) / th;
+    /* rows from 2048 values on 1024 threads, at most eight values a thread: the row kernel's time
+     * is its chain of instructions a thread (one block took 3.5 us of SM time on a 2560-value
+     * BitNet norm on 256 threads; H200 tg128 BitNet-2B I2_S +8.6%, Llama-3.2-1B Q4_0 +1.0% with
+     * the norms on 1024 threads too, docs/bench.md run 10). A norm sums its squares in the order
+     * of the block size, which depends on the row's size only (the same bits for every row op of a
+     * size): OB_CUDA_ROWS_WIDE=1 keeps norms on 256 threads up to 8192 values (as the whole-layer
+     * kernel, OB_CUDA_LAYER=1, which implies it), =0 every row op */
+    const int wide = s->rows_wide && dim >= 2048 && (!norm || s->rows_wide == 2);
+    const int th = wide || dim > 256 * 32 ? 1024 : 256, per = (dim + th - 1) / th;
     if (per > 32) {
         cu_launch(s, what, (unsigned)n, 1024, 0, k_rows_long, x, w, y, dim, eps, norm, aq);
         return 0; /* (no f16 copy from this kernel) */
