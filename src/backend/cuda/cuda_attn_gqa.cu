@@ -49,7 +49,22 @@ struct gq_rope {
     const float *k, *v;
     ob_rope r;
     at_codes cd;
+    int f32; /* the angles in single precision (OB_CUDA_ANGLES_F32=1: a measurement, gq_angles_f32) */
 };
+
+/* rope_angles' angles with single-precision fast intrinsics: not its values (a measurement only,
+ * OB_CUDA_ANGLES_F32=1: what the double-precision angles cost each layer's attention). */
+__device__ __forceinline__ void gq_angles_f32(float *cs, int pos, const ob_rope &r) {
+    const int half = r.n_rot / 2;
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        float inv_freq = exp2f(-2.0f * k / r.n_rot * __log2f(r.theta));
+        if (r.freq_factors) inv_freq /= r.freq_factors[k];
+        float sn, c;
+        __sincosf((float)pos * r.freq_scale * inv_freq, &sn, &c);
+        cs[k] = c;
+        cs[half + k] = sn;
+    }
+}
 
 /* A token's context in spans of whole tiles (the default, OB_CUDA_ATTN_GQA_SPLIT=0 off; +60%
  * single-token decode at 4096 positions, run 15): the grid's third dimension, S, fixed by the
@@ -100,7 +115,8 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     __half *kvr = (__half *)((uint8_t *)gq_sm + gq_smem<D>());
     const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
     if constexpr (FUSED) {
-        rope_angles(cs, p_last, f.r);
+        if (f.f32) gq_angles_f32(cs, p_last, f.r);
+        else rope_angles(cs, p_last, f.r);
         mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, p0, min(pe, p_last - 1));
         cu_dep();
         __syncthreads(); /* the angles */
@@ -282,7 +298,7 @@ extern "C" long ob_cuda_gqa_rope_launches(void) { return __atomic_load_n(&gqa_ro
 
 int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
     if (!cu_rope_attention_gqa_ok(s, a, r)) return 0;
-    gq_rope f = {k, v, *r, {}};
+    gq_rope f = {k, v, *r, {}, s->angles_f32};
     cu_attn_codes(s, a, &f.cd.q, &f.cd.xs);
     if (a->head_dim == 64) gq_launch<64, true>(s, a, f);
     else gq_launch<128, true>(s, a, f);

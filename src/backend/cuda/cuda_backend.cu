@@ -198,6 +198,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->glu_codes = !glc ? 3 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "1") ? 1 : !strcmp(glc, "2") ? 2 : 3;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
     s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
+    const char *af = getenv("OB_CUDA_ANGLES_F32");
+    s->angles_f32 = af && !strcmp(af, "1");
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");

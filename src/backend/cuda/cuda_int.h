@@ -148,6 +148,9 @@ typedef struct {
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (default 1; 0 off; unset, off with OB_CUDA_ATTN_GQA=0): steps of N+ distinct sequences on its fused form (rope_attention) */
+    int angles_f32;        /* OB_CUDA_ANGLES_F32=1, a measurement only (not the reference's angles: other logits): the grouped
+                            * attention's fused form computes RoPE's angles in single precision with fast intrinsics, the bound
+                            * of what computing the double-precision angles once a step (not once a layer) could save */
     int attn_gqa_split;    /* that kernel cuts long contexts into spans (cuda_attn_gqa.cu), unless OB_CUDA_ATTN_GQA_SPLIT=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
