@@ -519,6 +519,14 @@ static long codes_handed(void) {
     return 0;
 #endif
 }
+/* Fused-form launches that read their step's angles so far (likewise). */
+static long angles_read(void) {
+#ifdef OB_CUDA
+    return ob_cuda_angles_read();
+#else
+    return 0;
+#endif
+}
 /* Launches of the grouped attention's fused form so far (likewise). */
 static long gqa_rope_launches(void) {
 #ifdef OB_CUDA
@@ -1942,6 +1950,22 @@ static void test_glu_codes_engine(void) {
     CHECK(glu_codes_made() == made);
 }
 
+/* The engine with a step's RoPE angles computed once and read by the later layers
+ * (OB_CUDA_ANGLES=1) and computed by every layer (the default): the same logits, bit for bit,
+ * on the grouped attention's fused form (BitNet's head size 64; token by token with recorded
+ * steps, and two-token steps of one and of two sequences alternating), and the later layers read
+ * them. */
+static void test_angles_engine(void) {
+    setenv("OB_CUDA_ATTN_GQA", "1", 1);
+    setenv("OB_CUDA_ATTN_GQA_ROPE", "1", 1);
+    const long read = angles_read();
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ANGLES", "1", 100, "cuda-angles"));
+    CHECK(angles_read() > read); /* (eager steps count, recorded replays do not) */
+    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ANGLES", "1", 60, "cuda-angles-mixed"));
+    unsetenv("OB_CUDA_ATTN_GQA");
+    unsetenv("OB_CUDA_ATTN_GQA_ROPE");
+}
+
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
  * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
@@ -1989,6 +2013,7 @@ OB_SUITE(cuda_golden) {
     test_gv_direct_engine();
     test_attn_codes_engine();
     test_glu_codes_engine();
+    test_angles_engine();
     test_grouped_engine();
 }
 

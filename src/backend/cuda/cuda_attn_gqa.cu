@@ -22,6 +22,8 @@
  */
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_attn.cuh"
 #include "backend/cuda/cuda_int.h"
@@ -50,6 +52,8 @@ struct gq_rope {
     ob_rope r;
     at_codes cd;
     int f32; /* the angles in single precision (OB_CUDA_ANGLES_F32=1: a measurement, gq_angles_f32) */
+    const float *ang_r; /* OB_CUDA_ANGLES=1 (gq_angles_plan): the step's angles [n][n_rot] to read, or NULL; */
+    float *ang_w;       /* ... where to write them (the step's first launch), or NULL */
 };
 
 /* rope_angles' angles with single-precision fast intrinsics: not its values (a measurement only,
@@ -115,8 +119,16 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     __half *kvr = (__half *)((uint8_t *)gq_sm + gq_smem<D>());
     const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
     if constexpr (FUSED) {
-        if (f.f32) gq_angles_f32(cs, p_last, f.r);
-        else rope_angles(cs, p_last, f.r);
+        if (f.ang_r) { /* written by the step's first launch, which has ended (cu_dep) */
+            for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) cs[e] = f.ang_r[(size_t)i * f.r.n_rot + e];
+        } else {
+            if (f.f32) gq_angles_f32(cs, p_last, f.r);
+            else rope_angles(cs, p_last, f.r);
+            if (f.ang_w && kh == 0 && split == 0) { /* (the whole block alike) */
+                __syncthreads();
+                for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) f.ang_w[(size_t)i * f.r.n_rot + e] = cs[e];
+            }
+        }
         mp_tile<D, GQ_THREADS>(gq_sm, 0, kb, vb, krb, vrb, p0, min(pe, p_last - 1));
         cu_dep();
         __syncthreads(); /* the angles */
@@ -293,13 +305,48 @@ int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {
     return 1;
 }
 
+/* OB_CUDA_ANGLES=1: whether the fused form reads the step's RoPE angles (ang_r) or computes them and
+ * writes them (ang_w), by the host positions of the call (s->ang_host): the launch whose positions
+ * and rope are those of the angles s->ang holds reads them (the later layers of a step), any other
+ * computes and writes them and they become the record. Every graph_begin / graph_end forgets the
+ * record: a replay writes the table with positions the host does not see, and a recording must
+ * hold its own writer. */
+static long angles_read; /* launches that read the step's angles, every backend (tests) */
+extern "C" long ob_cuda_angles_read(void) { return __atomic_load_n(&angles_read, __ATOMIC_RELAXED); }
+
+static void gq_angles_plan(cu_state *s, const ob_attn_args *a, const ob_rope *r, gq_rope *f) {
+    if (!s->angles || !s->ang_host || r->n_rot <= 0 || s->angles_f32) return;
+    const size_t bytes = (size_t)a->n * r->n_rot * sizeof(float), pb = (size_t)a->n * sizeof(int32_t);
+    const ob_rope *o = &s->ang_rope;
+    if (s->ang_n == a->n && o->style == r->style && o->n_rot == r->n_rot && o->theta == r->theta && o->freq_scale == r->freq_scale &&
+        o->freq_factors == r->freq_factors && !memcmp(s->ang_pos, s->ang_host, pb) && s->ang_cap >= bytes) {
+        f->ang_r = s->ang;
+        __atomic_add_fetch(&angles_read, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    s->ang_n = 0;
+    cu_reserve(s, (void **)&s->ang, &s->ang_cap, bytes);
+    if (s->ang_cap < bytes) return; /* (none inside a recording: it is dropped) */
+    if (a->n > s->ang_pos_cap) {
+        int32_t *p = (int32_t *)realloc(s->ang_pos, pb);
+        if (!p) return;
+        s->ang_pos = p;
+        s->ang_pos_cap = a->n;
+    }
+    memcpy(s->ang_pos, s->ang_host, pb);
+    s->ang_n = a->n;
+    s->ang_rope = *r;
+    f->ang_w = s->ang;
+}
+
 static long gqa_rope_launches; /* the fused form's launches, every backend (tests) */
 extern "C" long ob_cuda_gqa_rope_launches(void) { return __atomic_load_n(&gqa_rope_launches, __ATOMIC_RELAXED); }
 
 int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
     if (!cu_rope_attention_gqa_ok(s, a, r)) return 0;
-    gq_rope f = {k, v, *r, {}, s->angles_f32};
+    gq_rope f = {k, v, *r, {}, s->angles_f32, NULL, NULL};
     cu_attn_codes(s, a, &f.cd.q, &f.cd.xs);
+    gq_angles_plan(s, a, r, &f);
     if (a->head_dim == 64) gq_launch<64, true>(s, a, f);
     else gq_launch<128, true>(s, a, f);
     cu_xq_tag(s, f.cd.q ? a->out : NULL, a->n, a->n_head * a->head_dim);

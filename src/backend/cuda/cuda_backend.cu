@@ -198,6 +198,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->glu_codes = !glc ? 3 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "1") ? 1 : !strcmp(glc, "2") ? 2 : 3;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
     s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
+    const char *an = getenv("OB_CUDA_ANGLES");
+    s->angles = an && !strcmp(an, "1");
     const char *af = getenv("OB_CUDA_ANGLES_F32");
     s->angles_f32 = af && !strcmp(af, "1");
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
@@ -238,7 +240,8 @@ static void cu_free(ob_backend *b) {
     free(s->allocs);
     for (int i = 0; i < s->n_f16c; i++) cudaFree(s->f16c[i].h);
     free(s->f16c);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks};
+    free(s->ang_pos);
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks, s->ang};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -455,7 +458,9 @@ static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, 
     ob_attn_args d = *a;
     d.q = q;
     cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
+    s->ang_host = a->pos; /* (the step's angles are known by their host positions) */
     PROF(s, a->n == 1 ? "rope+attention n=1" : "rope+attention n>1", attn_bytes(s, a), cu_rope_attention(s, &d, k, v, r));
+    s->ang_host = NULL;
     return 1;
 }
 
@@ -504,11 +509,13 @@ static void cu_op_sync(ob_backend *b) {
 
 static int cu_op_graph_begin(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n) {
     xq_forget(st(b)); /* a replay runs no host code: start every step from nothing */
+    st(b)->ang_n = 0; /* a replay or a recording writes the angles where the host does not see it */
     return cu_graph_begin(st(b), key, ids, pos, seq, n);
 }
 static void cu_op_step_kind(ob_backend *b, int distinct) { st(b)->step_distinct = distinct; }
 static int cu_op_graph_end(ob_backend *b) {
     xq_forget(st(b));
+    st(b)->ang_n = 0;
     return cu_graph_end(st(b));
 }
 

@@ -151,6 +151,15 @@ typedef struct {
     int angles_f32;        /* OB_CUDA_ANGLES_F32=1, a measurement only (not the reference's angles: other logits): the grouped
                             * attention's fused form computes RoPE's angles in single precision with fast intrinsics, the bound
                             * of what computing the double-precision angles once a step (not once a layer) could save */
+    int angles;            /* OB_CUDA_ANGLES=1: a step's RoPE angles computed once, by its first launch of the grouped attention's
+                            * fused form, and read by the later layers' (cu_rope_attention_gqa, not yet measured); 0 (default): by
+                            * every layer's */
+    float *ang;            /* [ang_cap bytes]: those angles, [n][n_rot] (a token's cos of each pair, then its sin) */
+    size_t ang_cap;
+    int32_t *ang_pos;      /* host [ang_n]: the positions whose angles ang holds (ang_n 0: none; every recording forgets them) */
+    int ang_n, ang_pos_cap;
+    ob_rope ang_rope;      /* ... and their rope */
+    const int32_t *ang_host; /* the host positions of the rope_attention call under way (NULL: none) */
     int attn_gqa_split;    /* that kernel cuts long contexts into spans (cuda_attn_gqa.cu), unless OB_CUDA_ATTN_GQA_SPLIT=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
