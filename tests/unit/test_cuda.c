@@ -1016,6 +1016,79 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
     free(o1); free(o2); free(c1); free(c2); free(q); free(k); free(v); free(rows); free(pos); free(seq);
 }
 
+/* OB_CUDA_ANGLES=1 (ga) against the default (g0), both with the grouped kernel's fused form: a
+ * rope_attention call computes and writes its angles; the next with the same positions, right
+ * after it (no launch between: it may not have ended), computes and writes them again; the third,
+ * after a launch between, reads them; each call's output and the caches the same bits on both
+ * backends. 1 or 3 tokens, contexts of three spans, with or without llama3 frequency factors. */
+static void check_angles(ob_backend *ga, ob_backend *g0, int hd, int n, int with_ff) {
+    const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, n_ctx = 600;
+    const size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, cb = (size_t)n * n_ctx * ob_type_row_size(OB_TYPE_F16, kvd);
+    int32_t *pos = malloc((size_t)n_ctx * 4), *seq = malloc((size_t)n_ctx * 4);
+    float *rows = randf((size_t)n_ctx * kvd, 1.0f), *q = randf(qn, 1.0f), *k = randf(kn, 1.0f), *v = randf(kn, 1.0f), ff[64];
+    for (int i = 0; i < hd / 2; i++) ff[i] = 1.0f + 3.0f * (runi() + 1.0f);
+    float *out[2][3];
+    uint8_t *caches[2][2];
+    ob_backend *bs[2] = {ga, g0};
+    for (int w = 0; w < 2; w++) {
+        ob_backend *b = bs[w];
+        void *kc = dev_nan(b, cb / 4), *vc = dev_nan(b, cb / 4), *dr = dev_copy(b, rows, (size_t)n_ctx * kvd * 4);
+        for (int s = 0; s < n; s++) { /* every position of every sequence */
+            for (int p = 0; p < n_ctx; p++) { pos[p] = p; seq[p] = s; }
+            b->kv_write(b, kc, OB_TYPE_F16, dr, n_ctx, kvd, n_ctx, pos, seq);
+            b->kv_write(b, vc, OB_TYPE_F16, dr, n_ctx, kvd, n_ctx, pos, seq);
+        }
+        for (int i = 0; i < n; i++) { pos[i] = n_ctx - 1 - 7 * i; seq[i] = i; }
+        void *dff = with_ff ? dev_copy(b, ff, (size_t)(hd / 2) * sizeof(float)) : NULL, *dv = dev_copy(b, v, kn * 4);
+        ob_rope r = {OB_ROPE_NEOX, hd, 500000.0f, 1.0f, dff};
+        void *dout = dev_nan(b, qn), *sa = dev_copy(b, v, kn * 4), *dq[3], *dk[3];
+        for (int c = 0; c < 3; c++) { /* (all first: a dealloc forgets the angles) */
+            dq[c] = dev_copy(b, q, qn * 4);
+            dk[c] = dev_copy(b, k, kn * 4);
+        }
+        for (int c = 0; c < 3; c++) {
+            ob_attn_args a = {NULL, dout, kc, vc, OB_TYPE_F16, OB_TYPE_F16, n, n_head, n_head_kv, hd, n_ctx, pos, seq, 1.0f / sqrtf((float)hd), NULL};
+            if (c == 2) b->add(b, sa, dv, kn); /* a launch between the writer and the reader */
+            const long read = angles_read();
+            CHECK_EQ_INT(b->rope_attention(b, &a, dq[c], dk[c], dv, &r), 1);
+            CHECK(angles_read() == read + (w == 0 && c == 2));
+            out[w][c] = dev_get(b, dout, qn);
+        }
+        for (int c = 0; c < 3; c++) {
+            b->dealloc(b, dq[c]);
+            b->dealloc(b, dk[c]);
+        }
+        for (int kv = 0; kv < 2; kv++) {
+            caches[w][kv] = malloc(cb);
+            b->download(b, caches[w][kv], kv ? vc : kc, cb);
+        }
+        void *bufs[] = {kc, vc, dr, dff, dv, dout, sa};
+        for (int t = 0; t < 7; t++) if (bufs[t]) b->dealloc(b, bufs[t]);
+    }
+    int same = memcmp(caches[0][0], caches[1][0], cb) == 0 && memcmp(caches[0][1], caches[1][1], cb) == 0;
+    for (int c = 0; c < 3; c++) same &= memcmp(out[0][c], out[1][c], qn * 4) == 0;
+    if (!same || ob_test_verbose)
+        fprintf(stderr, "  cuda angles hd=%d n=%d%s: %s\n", hd, n, with_ff ? " freq_factors" : "", same ? "same bits" : "differ");
+    CHECK(same);
+    for (int w = 0; w < 2; w++) {
+        for (int c = 0; c < 3; c++) free(out[w][c]);
+        free(caches[w][0]);
+        free(caches[w][1]);
+    }
+    free(pos); free(seq); free(rows); free(q); free(k); free(v);
+}
+
+static void test_angles(void) {
+    static const char *const on[] = {"OB_CUDA_ANGLES", "1", "OB_CUDA_ATTN_GQA", "1", NULL};
+    ob_backend *ga = gpu_new_env(on), *g0 = gpu_new_with("OB_CUDA_ATTN_GQA", "1");
+    CHECK(ga != NULL && g0 != NULL);
+    for (int hd = 64; ga && g0 && hd <= 128; hd *= 2)
+        for (int n = 1; n <= 3; n += 2)
+            for (int ff = 0; ff < 2; ff++) check_angles(ga, g0, hd, n, ff);
+    gpu_free(ga);
+    gpu_free(g0);
+}
+
 /* The grouped attention's fused form as the default takes a one-token step of every group size:
  * 4, 2 and 1 query heads a KV head (runs 15-16 measured all three), counted launches, the same
  * bits as rope_kv + the grouped kernel (OB_CUDA_ATTN_GQA=1 so that `attention` takes one token). */
@@ -1370,6 +1443,7 @@ OB_SUITE(cuda_kernels) {
         check_glu_codes(gall, OB_TYPE_Q8_0, 2048, 8192, 1);
         gpu_free(gall);
     }
+    test_angles();
     test_gv_hold(g);
     test_gv_direct(g);
     test_layer(g);

@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     __half *kvr = (__half *)((uint8_t *)gq_sm + gq_smem<D>());
     const float *qi = a.q + ((size_t)i * a.n_head + (size_t)kh * G) * D;
     if constexpr (FUSED) {
-        if (f.ang_r) { /* written by the step's first launch, which has ended (cu_dep) */
-            for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) cs[e] = f.ang_r[(size_t)i * f.r.n_rot + e];
+        if (f.ang_r) { /* written by an earlier launch, which has ended: a launch came between (gq_angles_plan, cu_dep) */
+            for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) cs[e] = __ldcg(f.ang_r + (size_t)i * f.r.n_rot + e);
         } else {
             if (f.f32) gq_angles_f32(cs, p_last, f.r);
             else rope_angles(cs, p_last, f.r);
@@ -307,10 +307,12 @@ int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {
 
 /* OB_CUDA_ANGLES=1: whether the fused form reads the step's RoPE angles (ang_r) or computes them and
  * writes them (ang_w), by the host positions of the call (s->ang_host): the launch whose positions
- * and rope are those of the angles s->ang holds reads them (the later layers of a step), any other
- * computes and writes them and they become the record. Every graph_begin / graph_end forgets the
- * record: a replay writes the table with positions the host does not see, and a recording must
- * hold its own writer. */
+ * and rope are those of the angles s->ang holds reads them (the later layers of a step), if another
+ * launch came after the writer's (the reader reads before its dependency wait: only a launch
+ * between, whose wait follows the writer's end, orders them), any other computes and writes them
+ * and they become the record. Every graph_begin / graph_end forgets the record (a replay writes the
+ * table with positions the host does not see, and a recording must hold its own writer), and so
+ * does every dealloc (the rope's frequency factors are known by their address). */
 static long angles_read; /* launches that read the step's angles, every backend (tests) */
 extern "C" long ob_cuda_angles_read(void) { return __atomic_load_n(&angles_read, __ATOMIC_RELAXED); }
 
@@ -319,7 +321,8 @@ static void gq_angles_plan(cu_state *s, const ob_attn_args *a, const ob_rope *r,
     const size_t bytes = (size_t)a->n * r->n_rot * sizeof(float), pb = (size_t)a->n * sizeof(int32_t);
     const ob_rope *o = &s->ang_rope;
     if (s->ang_n == a->n && o->style == r->style && o->n_rot == r->n_rot && o->theta == r->theta && o->freq_scale == r->freq_scale &&
-        o->freq_factors == r->freq_factors && !memcmp(s->ang_pos, s->ang_host, pb) && s->ang_cap >= bytes) {
+        o->freq_factors == r->freq_factors && !memcmp(s->ang_pos, s->ang_host, pb) && s->ang_cap >= bytes &&
+        s->launches > s->ang_launch) {
         f->ang_r = s->ang;
         __atomic_add_fetch(&angles_read, 1, __ATOMIC_RELAXED);
         return;
@@ -349,6 +352,7 @@ int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, co
     gq_angles_plan(s, a, r, &f);
     if (a->head_dim == 64) gq_launch<64, true>(s, a, f);
     else gq_launch<128, true>(s, a, f);
+    if (f.ang_w) s->ang_launch = s->launches;
     cu_xq_tag(s, f.cd.q ? a->out : NULL, a->n, a->n_head * a->head_dim);
     __atomic_add_fetch(&gqa_rope_launches, 1, __ATOMIC_RELAXED);
     return 1;

@@ -273,6 +273,7 @@ static void cu_dealloc(ob_backend *b, void *p) {
     cu_f16_copy_forget(st(b), p);
     xq_forget(st(b)); /* a new buffer may take its address */
     cu_graph_forget(st(b)); /* a recording may name it, and a new buffer may take its address */
+    st(b)->ang_n = 0;       /* likewise RoPE frequency factors the step's angles name */
     untrack(st(b), p);
     cudaFree(p);
 }

@@ -150,7 +150,8 @@ typedef struct {
     int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (default 1; 0 off; unset, off with OB_CUDA_ATTN_GQA=0): steps of N+ distinct sequences on its fused form (rope_attention) */
     int angles_f32;        /* OB_CUDA_ANGLES_F32=1, a measurement only (not the reference's angles: other logits): the grouped
                             * attention's fused form computes RoPE's angles in single precision with fast intrinsics, the bound
-                            * of what computing the double-precision angles once a step (not once a layer) could save */
+                            * of what computing the double-precision angles once a step (not once a layer) could save; it turns
+                            * OB_CUDA_ANGLES off */
     int angles;            /* OB_CUDA_ANGLES=1: a step's RoPE angles computed once, by its first launch of the grouped attention's
                             * fused form, and read by the later layers' (cu_rope_attention_gqa, not yet measured); 0 (default): by
                             * every layer's */
@@ -160,6 +161,8 @@ typedef struct {
     int ang_n, ang_pos_cap;
     ob_rope ang_rope;      /* ... and their rope */
     const int32_t *ang_host; /* the host positions of the rope_attention call under way (NULL: none) */
+    unsigned long ang_launch; /* s->launches after the launch that wrote them */
+    unsigned long launches;  /* kernels launched by cu_launch so far */
     int attn_gqa_split;    /* that kernel cuts long contexts into spans (cuda_attn_gqa.cu), unless OB_CUDA_ATTN_GQA_SPLIT=0 */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
@@ -226,6 +229,7 @@ static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 bloc
     c.stream = s->stream;
     c.attrs = at;
     c.numAttrs = s->pdl ? 1 : 0;
+    s->launches++;
     cu_check_op(s, cudaLaunchKernelEx(&c, k, args...), what);
 }
 
