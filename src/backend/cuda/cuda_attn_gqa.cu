@@ -51,24 +51,10 @@ struct gq_rope {
     const float *k, *v;
     ob_rope r;
     at_codes cd;
-    int f32; /* the angles in single precision (OB_CUDA_ANGLES_F32=1: a measurement, gq_angles_f32) */
+    int f32; /* the angles in single precision (OB_CUDA_ANGLES_F32=1: a measurement, rope_angles<true>) */
     const float *ang_r; /* OB_CUDA_ANGLES=1 (gq_angles_plan): the step's angles [n][n_rot] to read, or NULL; */
     float *ang_w;       /* ... where to write them (the step's first launch), or NULL */
 };
-
-/* rope_angles' angles with single-precision fast intrinsics: not its values (a measurement only,
- * OB_CUDA_ANGLES_F32=1: what the double-precision angles cost each layer's attention). */
-__device__ __forceinline__ void gq_angles_f32(float *cs, int pos, const ob_rope &r) {
-    const int half = r.n_rot / 2;
-    for (int k = threadIdx.x; k < half; k += blockDim.x) {
-        float inv_freq = exp2f(-2.0f * k / r.n_rot * __log2f(r.theta));
-        if (r.freq_factors) inv_freq /= r.freq_factors[k];
-        float sn, c;
-        __sincosf((float)pos * r.freq_scale * inv_freq, &sn, &c);
-        cs[k] = c;
-        cs[half + k] = sn;
-    }
-}
 
 /* A token's context in spans of whole tiles (the default, OB_CUDA_ATTN_GQA_SPLIT=0 off; +60%
  * single-token decode at 4096 positions, run 15): the grid's third dimension, S, fixed by the
@@ -122,7 +108,7 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
         if (f.ang_r) { /* written by an earlier launch, which has ended: a launch came between (gq_angles_plan, cu_dep) */
             for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) cs[e] = __ldcg(f.ang_r + (size_t)i * f.r.n_rot + e);
         } else {
-            if (f.f32) gq_angles_f32(cs, p_last, f.r);
+            if (f.f32) rope_angles<true>(cs, p_last, f.r);
             else rope_angles(cs, p_last, f.r);
             if (f.ang_w && kh == 0 && split == 0) { /* (the whole block alike) */
                 __syncthreads();
