@@ -1016,7 +1016,31 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
     free(o1); free(o2); free(c1); free(c2); free(q); free(k); free(v); free(rows); free(pos); free(seq);
 }
 
-/* OB_CUDA_ANGLES=1 (ga) against the default (g0), both with the grouped kernel's fused form: a
+/* An upload is whole before the next op on the backend's stream runs: a buffer uploaded and at
+ * once added into another (itself just uploaded) gives its values, every element, several times
+ * over (a plain cudaMemcpy did not order the non-blocking stream: the last bytes could land late). */
+static void test_upload_order(ob_backend *g) {
+    const size_t n = (size_t)16 << 20;
+    float *x = malloc(n * sizeof(float)), *z = calloc(n, sizeof(float));
+    int bad = 0;
+    for (int rep = 0; x && z && rep < 6; rep++) {
+        for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7 + (size_t)rep) % 1000) + 1.0f;
+        float *dy = dev_copy(g, z, n * sizeof(float)), *dx = dev_copy(g, x, n * sizeof(float));
+        g->add(g, dy, dx, n);
+        float *y = dev_get(g, dy, n);
+        bad += memcmp(x, y, n * sizeof(float)) != 0;
+        free(y);
+        g->dealloc(g, dy);
+        g->dealloc(g, dx);
+    }
+    if (bad || ob_test_verbose) fprintf(stderr, "  cuda upload then add, 64 MiB: %d of 6 differ\n", bad);
+    CHECK(x && z && bad == 0);
+    free(x);
+    free(z);
+}
+
+/* The step's angles written and read (OB_CUDA_ANGLES, the default: ga) against every launch's own
+ * (OB_CUDA_ANGLES=0: g0), both with the grouped kernel's fused form: a
  * rope_attention call computes and writes its angles; the next with the same positions, right
  * after it (no launch between: it may not have ended), computes and writes them again; the third,
  * after a launch between, reads them; each call's output and the caches the same bits on both
@@ -1067,8 +1091,14 @@ static void check_angles(ob_backend *ga, ob_backend *g0, int hd, int n, int with
     }
     int same = memcmp(caches[0][0], caches[1][0], cb) == 0 && memcmp(caches[0][1], caches[1][1], cb) == 0;
     for (int c = 0; c < 3; c++) same &= memcmp(out[0][c], out[1][c], qn * 4) == 0;
-    if (!same || ob_test_verbose)
-        fprintf(stderr, "  cuda angles hd=%d n=%d%s: %s\n", hd, n, with_ff ? " freq_factors" : "", same ? "same bits" : "differ");
+    if (!same || ob_test_verbose) {
+        fprintf(stderr, "  cuda angles hd=%d n=%d%s: %s (caches %s;", hd, n, with_ff ? " freq_factors" : "", same ? "same bits" : "differ",
+                memcmp(caches[0][0], caches[1][0], cb) || memcmp(caches[0][1], caches[1][1], cb) ? "differ" : "same");
+        for (int c = 0; c < 3; c++) /* each call: max |on - off|, and each backend against its own first call */
+            fprintf(stderr, " call %d %g, %g, %g;", c, max_abs_diff(out[0][c], out[1][c], qn), max_abs_diff(out[0][c], out[0][0], qn),
+                    max_abs_diff(out[1][c], out[1][0], qn));
+        fprintf(stderr, ")\n");
+    }
     CHECK(same);
     for (int w = 0; w < 2; w++) {
         for (int c = 0; c < 3; c++) free(out[w][c]);
@@ -1079,8 +1109,8 @@ static void check_angles(ob_backend *ga, ob_backend *g0, int hd, int n, int with
 }
 
 static void test_angles(void) {
-    static const char *const on[] = {"OB_CUDA_ANGLES", "1", "OB_CUDA_ATTN_GQA", "1", NULL};
-    ob_backend *ga = gpu_new_env(on), *g0 = gpu_new_with("OB_CUDA_ATTN_GQA", "1");
+    static const char *const off[] = {"OB_CUDA_ANGLES", "0", "OB_CUDA_ATTN_GQA", "1", NULL};
+    ob_backend *ga = gpu_new_with("OB_CUDA_ATTN_GQA", "1"), *g0 = gpu_new_env(off);
     CHECK(ga != NULL && g0 != NULL);
     for (int hd = 64; ga && g0 && hd <= 128; hd *= 2)
         for (int n = 1; n <= 3; n += 2)
@@ -1443,6 +1473,7 @@ OB_SUITE(cuda_kernels) {
         check_glu_codes(gall, OB_TYPE_Q8_0, 2048, 8192, 1);
         gpu_free(gall);
     }
+    test_upload_order(g);
     test_angles();
     test_gv_hold(g);
     test_gv_direct(g);
@@ -2024,8 +2055,8 @@ static void test_glu_codes_engine(void) {
     CHECK(glu_codes_made() == made);
 }
 
-/* The engine with a step's RoPE angles computed once and read by the later layers
- * (OB_CUDA_ANGLES=1) and computed by every layer (the default): the same logits, bit for bit,
+/* The engine with a step's RoPE angles computed once and read by the later layers (the default)
+ * and computed by every layer (OB_CUDA_ANGLES=0): the same logits, bit for bit,
  * on the grouped attention's fused form (BitNet's head size 64; token by token with recorded
  * steps, and two-token steps of one and of two sequences alternating), and the later layers read
  * them. */
@@ -2033,9 +2064,9 @@ static void test_angles_engine(void) {
     setenv("OB_CUDA_ATTN_GQA", "1", 1);
     setenv("OB_CUDA_ATTN_GQA_ROPE", "1", 1);
     const long read = angles_read();
-    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ANGLES", "1", 100, "cuda-angles"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ANGLES", "0", 100, "cuda-angles"));
     CHECK(angles_read() > read); /* (eager steps count, recorded replays do not) */
-    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ANGLES", "1", 60, "cuda-angles-mixed"));
+    CHECK(ob_test_same_logits_mixed("bitnet", "tq2_0", "cuda", "OB_CUDA_ANGLES", "0", 60, "cuda-angles-mixed"));
     unsetenv("OB_CUDA_ATTN_GQA");
     unsetenv("OB_CUDA_ATTN_GQA_ROPE");
 }

@@ -197,11 +197,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *glc = getenv("OB_CUDA_GLU_CODES");
     s->glu_codes = !glc ? 3 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "1") ? 1 : !strcmp(glc, "2") ? 2 : 3;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
-    s->attn_gqa_split = !(gqs && !strcmp(gqs, "0"));
+    s->attn_gqa_split = !gqs || !strcmp(gqs, "1") ? GQ_SPAN_MIN : atoi(gqs) >= 64 ? atoi(gqs) : 0;
     const char *an = getenv("OB_CUDA_ANGLES");
-    s->angles = an && !strcmp(an, "1");
-    const char *af = getenv("OB_CUDA_ANGLES_F32");
-    s->angles_f32 = af && !strcmp(af, "1");
+    s->angles = !(an && !strcmp(an, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
@@ -279,10 +277,16 @@ static void cu_dealloc(ob_backend *b, void *p) {
 }
 
 /* Weights get 16 spare bytes: the staged matmul (cuda_gemv.cu) copies whole 16-byte words. */
+/* On the backend's stream, and waited for: a plain cudaMemcpy from pageable memory runs on the
+ * legacy stream, which does not order the backend's non-blocking stream, and may return before its
+ * last bytes have reached the GPU, so a kernel launched right after could read the buffer before
+ * the copy lands (test_angles saw caches that kv_write had read half-copied). */
 static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
     void *p = cu_alloc(b, size + 16);
     if (!p) return NULL;
-    if (cudaMemcpy(p, host, size, cudaMemcpyHostToDevice) != cudaSuccess) {
+    cu_state *s = st(b);
+    if (cudaMemcpyAsync(p, host, size, cudaMemcpyHostToDevice, s->stream) != cudaSuccess || cudaStreamSynchronize(s->stream) != cudaSuccess) {
+        cudaGetLastError();
         cu_dealloc(b, p);
         return NULL;
     }
