@@ -204,7 +204,7 @@ long ob_cuda_glu_codes_made(void);
 long ob_cuda_gv_direct_launches(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);
-/* Launches of the grouped attention's fused form that read their step's RoPE angles (OB_CUDA_ANGLES=1), every backend (tests). */
+/* Launches of the grouped attention's fused form that read their step's RoPE angles (OB_CUDA_ANGLES, on by default), every backend (tests). */
 long ob_cuda_angles_read(void);
 /* Launches of the grouped attention's fused form (rope_attention on k_attn_gqa), every backend (tests). */
 long ob_cuda_gqa_rope_launches(void);

@@ -51,8 +51,7 @@ struct gq_rope {
     const float *k, *v;
     ob_rope r;
     at_codes cd;
-    int f32; /* the angles in single precision (OB_CUDA_ANGLES_F32=1: a measurement, rope_angles<true>) */
-    const float *ang_r; /* OB_CUDA_ANGLES=1 (gq_angles_plan): the step's angles [n][n_rot] to read, or NULL; */
+    const float *ang_r; /* OB_CUDA_ANGLES (gq_angles_plan): the step's angles [n][n_rot] to read, or NULL; */
     float *ang_w;       /* ... where to write them (the step's first launch), or NULL */
 };
 
@@ -60,14 +59,14 @@ struct gq_rope {
  * single-token decode at 4096 positions, run 15): the grid's third dimension, S, fixed by the
  * shapes so that a recorded step stays right as the context grows;
  * ns of the S blocks take a span each (whole tiles, about the context over ns; ns at most the
- * context over GQ_SPAN_MIN, so spans of 192 positions and up but the last, which may hold one),
+ * context over min, the fewest positions a span: GQ_SPAN_MIN, or OB_CUDA_ATTN_GQA_SPLIT=N; spans
+ * of 3/4 min positions and up but the last, which may hold one),
  * the blocks past ns end at once; with one span the block writes the output itself, else each writes
  * its rows' (unnormalized outputs, max, sum) to part and counts itself on cnt (one counter a
  * (token, KV head), 0 between launches), and the last to arrive merges them in span order. */
-#define GQ_SPAN_MIN 256
 #define GQ_SPLIT_MAX 32
 struct gq_split {
-    int S;
+    int S, min;
     float *part; /* [n][n_head_kv][S][G][D + 2] */
     int *cnt;    /* [n][n_head_kv] */
 };
@@ -94,7 +93,7 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     const int kh = blockIdx.x, i = blockIdx.y, split = blockIdx.z, G = a.n_head / a.n_head_kv;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int p_last = a.pos[i], np = p_last + 1; /* (the index arrays are copied before the previous kernel) */
-    int ns = min(sp.S, (np + GQ_SPAN_MIN - 1) / GQ_SPAN_MIN);
+    int ns = min(sp.S, (np + sp.min - 1) / sp.min);
     const int per = ((np + ns - 1) / ns + MP_K - 1) / MP_K * MP_K; /* whole tiles a span */
     ns = (np + per - 1) / per;                                     /* (none empty) */
     if (split >= ns) return;
@@ -108,8 +107,7 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
         if (f.ang_r) { /* written by an earlier launch, which has ended: a launch came between (gq_angles_plan, cu_dep) */
             for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) cs[e] = __ldcg(f.ang_r + (size_t)i * f.r.n_rot + e);
         } else {
-            if (f.f32) rope_angles<true>(cs, p_last, f.r);
-            else rope_angles(cs, p_last, f.r);
+            rope_angles(cs, p_last, f.r);
             if (f.ang_w && kh == 0 && split == 0) { /* (the whole block alike) */
                 __syncthreads();
                 for (int e = threadIdx.x; e < f.r.n_rot; e += GQ_THREADS) f.ang_w[(size_t)i * f.r.n_rot + e] = cs[e];
@@ -254,18 +252,18 @@ int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_
 
 /* The spans a token's context may take (gq_split's S): one, unless spans are on (the default) and
  * the batch's (token, KV head) blocks are fewer than the SMs: then enough for about two blocks an
- * SM at the longest context, none shorter than GQ_SPAN_MIN; reserves their scratch. */
+ * SM at the longest context, none shorter than s->attn_gqa_split positions; reserves their scratch. */
 static gq_split gq_splits(cu_state *s, const ob_attn_args *a) {
     const int blocks = a->n * a->n_head_kv;
     int S = 1;
     if (s->attn_gqa_split && blocks < s->sm_count) {
         S = (2 * s->sm_count + blocks - 1) / blocks;
-        const int max_s = (a->n_ctx + GQ_SPAN_MIN - 1) / GQ_SPAN_MIN;
+        const int max_s = (a->n_ctx + s->attn_gqa_split - 1) / s->attn_gqa_split;
         if (S > max_s) S = max_s;
         if (S > GQ_SPLIT_MAX) S = GQ_SPLIT_MAX; /* (the merge's weights in shared memory) */
         if (S < 1) S = 1;
     }
-    gq_split sp = {S, NULL, NULL};
+    gq_split sp = {S, s->attn_gqa_split > 0 ? s->attn_gqa_split : GQ_SPAN_MIN, NULL, NULL};
     if (S > 1) {
         cu_attn_scratch(s, (size_t)a->n * a->n_head * S * (a->head_dim + 2), (size_t)blocks);
         sp.part = s->attn_part;
@@ -291,7 +289,7 @@ int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {
     return 1;
 }
 
-/* OB_CUDA_ANGLES=1: whether the fused form reads the step's RoPE angles (ang_r) or computes them and
+/* OB_CUDA_ANGLES (on unless 0): whether the fused form reads the step's RoPE angles (ang_r) or computes them and
  * writes them (ang_w), by the host positions of the call (s->ang_host): the launch whose positions
  * and rope are those of the angles s->ang holds reads them (the later layers of a step), if another
  * launch came after the writer's (the reader reads before its dependency wait: only a launch
@@ -303,7 +301,7 @@ static long angles_read; /* launches that read the step's angles, every backend 
 extern "C" long ob_cuda_angles_read(void) { return __atomic_load_n(&angles_read, __ATOMIC_RELAXED); }
 
 static void gq_angles_plan(cu_state *s, const ob_attn_args *a, const ob_rope *r, gq_rope *f) {
-    if (!s->angles || !s->ang_host || r->n_rot <= 0 || s->angles_f32) return;
+    if (!s->angles || !s->ang_host || r->n_rot <= 0) return;
     const size_t bytes = (size_t)a->n * r->n_rot * sizeof(float), pb = (size_t)a->n * sizeof(int32_t);
     const ob_rope *o = &s->ang_rope;
     if (s->ang_n == a->n && o->style == r->style && o->n_rot == r->n_rot && o->theta == r->theta && o->freq_scale == r->freq_scale &&
@@ -333,7 +331,7 @@ extern "C" long ob_cuda_gqa_rope_launches(void) { return __atomic_load_n(&gqa_ro
 
 int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
     if (!cu_rope_attention_gqa_ok(s, a, r)) return 0;
-    gq_rope f = {k, v, *r, {}, s->angles_f32, NULL, NULL};
+    gq_rope f = {k, v, *r, {}, NULL, NULL};
     cu_attn_codes(s, a, &f.cd.q, &f.cd.xs);
     gq_angles_plan(s, a, r, &f);
     if (a->head_dim == 64) gq_launch<64, true>(s, a, f);

@@ -40,6 +40,7 @@ typedef struct {
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
 #define CU_QROW_MAX 32768 /* longest row the int8 activation quantizer takes (32 values per thread) */
 
+#define GQ_SPAN_MIN 256  /* the grouped decode attention's fewest positions a span (cuda_attn_gqa.cu, OB_CUDA_ATTN_GQA_SPLIT) */
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
 
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
@@ -148,12 +149,8 @@ typedef struct {
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (default 1; 0 off; unset, off with OB_CUDA_ATTN_GQA=0): steps of N+ distinct sequences on its fused form (rope_attention) */
-    int angles_f32;        /* OB_CUDA_ANGLES_F32=1, a measurement only (not the reference's angles: other logits): the grouped
-                            * attention's fused form computes RoPE's angles in single precision with fast intrinsics, the bound
-                            * of what computing the double-precision angles once a step (not once a layer) could save; it turns
-                            * OB_CUDA_ANGLES off */
-    int angles;            /* OB_CUDA_ANGLES=1: a step's RoPE angles computed once, by its first launch of the grouped attention's
-                            * fused form, and read by the later layers' (cu_rope_attention_gqa, not yet measured); 0 (default): by
+    int angles;            /* a step's RoPE angles computed once, by its first launch of the grouped attention's fused form, and
+                            * read by the later layers' (cu_rope_attention_gqa; tg128 +2-4%, run 22), unless OB_CUDA_ANGLES=0: by
                             * every layer's */
     float *ang;            /* [ang_cap bytes]: those angles, [n][n_rot] (a token's cos of each pair, then its sin) */
     size_t ang_cap;
@@ -163,7 +160,8 @@ typedef struct {
     const int32_t *ang_host; /* the host positions of the rope_attention call under way (NULL: none) */
     unsigned long ang_launch; /* s->launches after the launch that wrote them */
     unsigned long launches;  /* kernels launched by cu_launch so far */
-    int attn_gqa_split;    /* that kernel cuts long contexts into spans (cuda_attn_gqa.cu), unless OB_CUDA_ATTN_GQA_SPLIT=0 */
+    int attn_gqa_split;    /* that kernel cuts long contexts into spans of GQ_SPAN_MIN positions at least (cuda_attn_gqa.cu);
+                            * OB_CUDA_ATTN_GQA_SPLIT=N (64+): of N at least; 0: not cut */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */

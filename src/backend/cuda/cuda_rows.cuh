@@ -101,9 +101,7 @@ __device__ __forceinline__ void kv_put(uint8_t *dst, int type, float v, int e) {
 __device__ __forceinline__ void kv_store(uint8_t *dst, int type, const float *src, int e) { kv_put(dst, type, src[e], e); }
 
 /* The cos / sin of token i's pairs into cs[half], cs[half + k] (double, as the reference), by
- * threads t0, t0 + nt, ... (default: the whole block). F32: in single precision with fast
- * intrinsics instead, not the reference's values (OB_CUDA_ANGLES_F32, a measurement only). */
-template <bool F32 = false>
+ * threads t0, t0 + nt, ... (default: the whole block). */
 __device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r, int t0 = -1, int nt = 0) {
     const int half = r.n_rot / 2;
     if (t0 < 0) {
@@ -111,17 +109,11 @@ __device__ __forceinline__ void rope_angles(float *cs, int pos, const ob_rope &r
         nt = blockDim.x;
     }
     for (int k = t0; k < half; k += nt) {
-        if constexpr (F32) {
-            float inv_freq = exp2f(-2.0f * k / r.n_rot * __log2f(r.theta));
-            if (r.freq_factors) inv_freq /= r.freq_factors[k];
-            __sincosf((float)pos * r.freq_scale * inv_freq, &cs[half + k], &cs[k]);
-        } else {
-            double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
-            if (r.freq_factors) inv_freq /= r.freq_factors[k];
-            const double ang = (double)pos * r.freq_scale * inv_freq;
-            cs[k] = (float)cos(ang);
-            cs[half + k] = (float)sin(ang);
-        }
+        double inv_freq = pow((double)r.theta, -2.0 * k / r.n_rot);
+        if (r.freq_factors) inv_freq /= r.freq_factors[k];
+        const double ang = (double)pos * r.freq_scale * inv_freq;
+        cs[k] = (float)cos(ang);
+        cs[half + k] = (float)sin(ang);
     }
 }
 
