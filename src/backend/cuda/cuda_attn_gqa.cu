@@ -59,8 +59,8 @@ struct gq_rope {
  * single-token decode at 4096 positions, run 15): the grid's third dimension, S, fixed by the
  * shapes so that a recorded step stays right as the context grows;
  * ns of the S blocks take a span each (whole tiles, about the context over ns; ns at most the
- * context over min, the fewest positions a span: GQ_SPAN_MIN, or OB_CUDA_ATTN_GQA_SPLIT=N; spans
- * of 3/4 min positions and up but the last, which may hold one),
+ * context over min: GQ_SPAN_MIN, or OB_CUDA_ATTN_GQA_SPLIT=N; so every span but the last, which
+ * may hold one position, holds min / 2 positions or more, rounded up to whole tiles),
  * the blocks past ns end at once; with one span the block writes the output itself, else each writes
  * its rows' (unnormalized outputs, max, sum) to part and counts itself on cnt (one counter a
  * (token, KV head), 0 between launches), and the last to arrive merges them in span order. */
@@ -252,7 +252,7 @@ int cu_rope_attention_gqa_ok(const cu_state *s, const ob_attn_args *a, const ob_
 
 /* The spans a token's context may take (gq_split's S): one, unless spans are on (the default) and
  * the batch's (token, KV head) blocks are fewer than the SMs: then enough for about two blocks an
- * SM at the longest context, none shorter than s->attn_gqa_split positions; reserves their scratch. */
+ * SM at the longest context, at most the context over s->attn_gqa_split; reserves their scratch. */
 static gq_split gq_splits(cu_state *s, const ob_attn_args *a) {
     const int blocks = a->n * a->n_head_kv;
     int S = 1;
@@ -294,7 +294,9 @@ int cu_attention_gqa(cu_state *s, const ob_attn_args *a) {
  * and rope are those of the angles s->ang holds reads them (the later layers of a step), if another
  * launch came after the writer's (the reader reads before its dependency wait: only a launch
  * between, whose wait follows the writer's end, orders them), any other computes and writes them
- * and they become the record. Every graph_begin / graph_end forgets the record (a replay writes the
+ * and they become the record, unless the launch just before it read or wrote them (the writer,
+ * too, writes before its wait, so a launch between orders it after them): then it computes them
+ * only and the record stays. Every graph_begin / graph_end forgets the record (a replay writes the
  * table with positions the host does not see, and a recording must hold its own writer), and so
  * does every dealloc (the rope's frequency factors are known by their address). */
 static long angles_read; /* launches that read the step's angles, every backend (tests) */
@@ -311,6 +313,7 @@ static void gq_angles_plan(cu_state *s, const ob_attn_args *a, const ob_rope *r,
         __atomic_add_fetch(&angles_read, 1, __ATOMIC_RELAXED);
         return;
     }
+    if (s->ang_touch && s->launches == s->ang_touch) return; /* the launch before read or wrote them, maybe still: computed only */
     s->ang_n = 0;
     cu_reserve(s, (void **)&s->ang, &s->ang_cap, bytes);
     if (s->ang_cap < bytes) return; /* (none inside a recording: it is dropped) */
@@ -337,6 +340,7 @@ int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, co
     if (a->head_dim == 64) gq_launch<64, true>(s, a, f);
     else gq_launch<128, true>(s, a, f);
     if (f.ang_w) s->ang_launch = s->launches;
+    if (f.ang_w || f.ang_r) s->ang_touch = s->launches;
     cu_xq_tag(s, f.cd.q ? a->out : NULL, a->n, a->n_head * a->head_dim);
     __atomic_add_fetch(&gqa_rope_launches, 1, __ATOMIC_RELAXED);
     return 1;

@@ -197,7 +197,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *glc = getenv("OB_CUDA_GLU_CODES");
     s->glu_codes = !glc ? 3 : !strcmp(glc, "0") ? 0 : !strcmp(glc, "1") ? 1 : !strcmp(glc, "2") ? 2 : 3;
     const char *gqs = getenv("OB_CUDA_ATTN_GQA_SPLIT");
-    s->attn_gqa_split = !gqs || !strcmp(gqs, "1") ? GQ_SPAN_MIN : atoi(gqs) >= 64 ? atoi(gqs) : 0;
+    const long gqn = gqs ? strtol(gqs, NULL, 10) : 1; /* (anything else but 0: the default) */
+    s->attn_gqa_split = gqs && !strcmp(gqs, "0") ? 0 : gqn >= 64 && gqn <= (1L << 20) ? (int)gqn : GQ_SPAN_MIN;
     const char *an = getenv("OB_CUDA_ANGLES");
     s->angles = !(an && !strcmp(an, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");

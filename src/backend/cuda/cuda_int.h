@@ -40,7 +40,7 @@ typedef struct {
 #define CU_MULTI_MAX 3  /* weights of one cu_matmul_multi call */
 #define CU_QROW_MAX 32768 /* longest row the int8 activation quantizer takes (32 values per thread) */
 
-#define GQ_SPAN_MIN 256  /* the grouped decode attention's fewest positions a span (cuda_attn_gqa.cu, OB_CUDA_ATTN_GQA_SPLIT) */
+#define GQ_SPAN_MIN 256  /* the grouped decode attention's spans: at most the context over this (cuda_attn_gqa.cu, OB_CUDA_ATTN_GQA_SPLIT) */
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
 
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
@@ -159,9 +159,10 @@ typedef struct {
     ob_rope ang_rope;      /* ... and their rope */
     const int32_t *ang_host; /* the host positions of the rope_attention call under way (NULL: none) */
     unsigned long ang_launch; /* s->launches after the launch that wrote them */
+    unsigned long ang_touch;  /* ... after the last launch that read or wrote them */
     unsigned long launches;  /* kernels launched by cu_launch so far */
-    int attn_gqa_split;    /* that kernel cuts long contexts into spans of GQ_SPAN_MIN positions at least (cuda_attn_gqa.cu);
-                            * OB_CUDA_ATTN_GQA_SPLIT=N (64+): of N at least; 0: not cut */
+    int attn_gqa_split;    /* that kernel cuts long contexts into spans, at most the context over GQ_SPAN_MIN (cuda_attn_gqa.cu);
+                            * OB_CUDA_ATTN_GQA_SPLIT=N (64 to 2^20): over N; 0: not cut */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
