@@ -151,6 +151,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->sm_count = p.multiProcessorCount;
     const char *gr = getenv("OB_CUDA_GRAPH"), *at = getenv("OB_CUDA_ATTN_TILES");
     s->graphs_off = gr && !strcmp(gr, "0");
+    const char *stt = getenv("OB_CUDA_STEP_TIMES");
+    if (stt && !strcmp(stt, "1")) cu_steps_init(s);
     s->attn_tile = !at ? 2 : !strcmp(at, "0") ? 0 : !strcmp(at, "f32") ? 1 : 2;
     const char *pin = getenv("OB_CUDA_PINNED");
     s->pinned = !(pin && !strcmp(pin, "0"));
@@ -233,6 +235,7 @@ static void cu_free(ob_backend *b) {
     cudaSetDevice(s->dev);
     if (s->stream) cudaStreamSynchronize(s->stream);
     cu_prof_report(s);
+    cu_steps_report(s);
     cu_layer_trace_report(s);
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);

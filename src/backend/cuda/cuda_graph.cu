@@ -26,8 +26,97 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_int.h"
+
+/* OB_CUDA_STEP_TIMES=1 (a measurement): for every replay, the GPU's time from an event recorded
+ * before its launch to one after it (the stream is idle when the host launches a step, so that is
+ * the graph's own time), and the host's time from one replay's launch to the next. Their medians,
+ * reported at the end, say how long the GPU idles between the steps of a run of decode steps: the
+ * logits' download after the graph, the host's wake-up, its own work and its next launch. */
+struct cu_steps {
+    cudaEvent_t ev[2];
+    int pending;          /* ev holds a replay not yet read */
+    double last_us;       /* the host's clock at the last launch (0: none yet) */
+    float *gpu, *between; /* [n] each: us */
+    int n, n_between, cap;
+};
+
+static double steps_now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+void cu_steps_init(cu_state *s) {
+    cu_steps *st = (cu_steps *)calloc(1, sizeof *st);
+    if (!st || cudaEventCreate(&st->ev[0]) != cudaSuccess || cudaEventCreate(&st->ev[1]) != cudaSuccess) {
+        cudaGetLastError();
+        fprintf(stderr, "cuda backend: OB_CUDA_STEP_TIMES: no events; not measured\n");
+        free(st);
+        return;
+    }
+    s->steps = st;
+}
+
+/* The last replay's GPU time into the record. */
+static void steps_harvest(cu_steps *st) {
+    float ms = 0;
+    if (!st->pending || cudaEventSynchronize(st->ev[1]) != cudaSuccess || cudaEventElapsedTime(&ms, st->ev[0], st->ev[1]) != cudaSuccess)
+        return;
+    st->pending = 0;
+    if (st->n < st->cap) st->gpu[st->n++] = ms * 1000.0f;
+}
+
+/* Before a replay's launch (after after: the event after it). */
+static void steps_mark(cu_state *s, int after) {
+    cu_steps *st = s->steps;
+    if (after) {
+        if (cudaEventRecord(st->ev[1], s->stream) == cudaSuccess) st->pending = 1;
+        return;
+    }
+    steps_harvest(st);
+    if (st->n >= st->cap || st->n_between >= st->cap) {
+        const int cap = st->cap ? 2 * st->cap : 4096;
+        float *g = (float *)realloc(st->gpu, cap * sizeof(float)), *b = g ? (float *)realloc(st->between, cap * sizeof(float)) : NULL;
+        if (g) st->gpu = g;
+        if (b) st->between = b;
+        if (g && b) st->cap = cap;
+    }
+    const double now = steps_now_us();
+    if (st->last_us > 0 && st->n_between < st->cap) st->between[st->n_between++] = (float)(now - st->last_us);
+    st->last_us = now;
+    cudaEventRecord(st->ev[0], s->stream);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float median(float *v, int n) {
+    qsort(v, n, sizeof *v, cmp_float);
+    return n ? v[n / 2] : 0.0f;
+}
+
+void cu_steps_report(cu_state *s) {
+    cu_steps *st = s->steps;
+    if (!st) return;
+    steps_harvest(st);
+    /* (the time between launches holds the gaps between a benchmark's repetitions too: the median) */
+    if (st->n && st->n_between) {
+        const float g = median(st->gpu, st->n), w = median(st->between, st->n_between);
+        fprintf(stderr, "cuda step times: %d replays, median GPU time %.1f us, median time between launches %.1f us (GPU idle about %.1f us a step)\n",
+                st->n, g, w, w - g);
+    }
+    cudaEventDestroy(st->ev[0]);
+    cudaEventDestroy(st->ev[1]);
+    free(st->gpu);
+    free(st->between);
+    free(st);
+    s->steps = NULL;
+}
 
 static long graph_replays; /* steps replayed, every backend of the process (tests) */
 
@@ -95,7 +184,9 @@ int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t 
     memcpy(g->host + n, pos, (size_t)n * sizeof(int32_t));
     memcpy(g->host + 2 * n, seq, (size_t)n * sizeof(int32_t));
     if (g->exec) {
+        if (s->steps) steps_mark(s, 0);
         cu_check(cudaGraphLaunch(g->exec, s->stream), "cudaGraphLaunch");
+        if (s->steps) steps_mark(s, 1);
         cu_check(cudaEventRecord(g->done, s->stream), "graph input");
         __atomic_add_fetch(&graph_replays, 1, __ATOMIC_RELAXED);
         return 1;

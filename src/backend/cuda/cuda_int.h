@@ -108,6 +108,7 @@ typedef struct {
     cu_graph graphs[CU_GRAPHS];
     uint64_t graph_tick;
     int graphs_off;        /* OB_CUDA_GRAPH=0 */
+    struct cu_steps *steps; /* OB_CUDA_STEP_TIMES=1: replays' GPU times and the host's time between launches (cuda_graph.cu) */
     int attn_tile;         /* prompt attention: 2 the tensor-core kernel where it applies (cuda_attn_mma.cu), else the
                             * float32 tiled one (cuda_attn.cu); 1 (OB_CUDA_ATTN_TILES=f32) the float32 tiled kernel
                             * only; 0 (OB_CUDA_ATTN_TILES=0) the split kernel for prompts too */
@@ -243,6 +244,9 @@ int cu_graph_begin(cu_state *s, uint64_t key, const int32_t *ids, const int32_t 
 int cu_graph_end(cu_state *s);
 void cu_graph_forget(cu_state *s);
 void cu_graph_free(cu_state *s);
+/* OB_CUDA_STEP_TIMES=1: starts the record (at init); the medians on stderr and the record freed (at free) */
+void cu_steps_init(cu_state *s);
+void cu_steps_report(cu_state *s);
 
 /* cuda_prof.cu: per-op GPU times when OB_CUDA_PROFILE=1 (begin returns a slot, or -1 when off) */
 void cu_prof_init(cu_state *s);
