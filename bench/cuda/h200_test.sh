@@ -24,6 +24,8 @@
 #            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/: the
 #            reports, their source pages as CSV and the lines with the most samples
 #            (bench/cuda/ncu_lines.py)
+#   steps    what the GPU idles between decode steps: tg128 of the 1-2B files (FILES="...") with
+#            OB_CUDA_STEP_TIMES=1 (replays' median GPU time against the host's time between launches)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
 # NOTEST=1 skips `make test-cuda` (a later call on the same machine).
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
@@ -127,6 +129,10 @@ stalls)
         $NCU --import /tmp/$r.ncu-rep --page source --csv --print-source cuda,sass > /tmp/$r-src.csv 2>&1
         python3 bench/cuda/ncu_lines.py /tmp/$r-src.csv 25 | tee $OUT/$r-lines.txt
     done ;;
+steps)
+    for f in ${FILES:-l1b-Q4_0 l1b-Q4_K_M l1b-f16 bn-tq2_0 bn-i2_s}; do waitfor $f.gguf
+        OB_CUDA_STEP_TIMES=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg128|step times|rror" |
+            sed "s/^/$f /"; done | tee $OUT/steps.txt ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512
