@@ -1046,11 +1046,12 @@ static void test_upload_order(ob_backend *g) {
 }
 
 /* The step's angles written and read (OB_CUDA_ANGLES, the default: ga) against every launch's own
- * (OB_CUDA_ANGLES=0: g0), both with the grouped kernel's fused form: a
- * rope_attention call computes and writes its angles; the next with the same positions, right
- * after it (no launch between: it may not have ended), computes them only, neither reading nor
- * writing the table; the third, after a launch between, reads the first's; each call's output and the caches the same bits on both
- * backends. 1 or 3 tokens, contexts of three spans, with or without llama3 frequency factors. */
+ * (OB_CUDA_ANGLES=0: g0), both with the grouped kernel's fused form: a rope_attention call
+ * computes and writes its angles; the next with the same positions, right after it (no launch
+ * between: it may not have ended), computes them only, neither reading nor writing the table; the
+ * third, after a launch between, reads the first's; each call's output and the caches the same
+ * bits on both backends. 1 or 3 tokens, contexts of three spans, with or without llama3 frequency
+ * factors. */
 static void check_angles(ob_backend *ga, ob_backend *g0, int hd, int n, int with_ff) {
     const int n_head = 8, n_head_kv = 2, kvd = n_head_kv * hd, n_ctx = 600;
     const size_t qn = (size_t)n * n_head * hd, kn = (size_t)n * kvd, cb = (size_t)n * n_ctx * ob_type_row_size(OB_TYPE_F16, kvd);
@@ -1095,11 +1096,12 @@ static void check_angles(ob_backend *ga, ob_backend *g0, int hd, int n, int with
         void *bufs[] = {kc, vc, dr, dff, dv, dout, sa};
         for (int t = 0; t < 7; t++) if (bufs[t]) b->dealloc(b, bufs[t]);
     }
-    int same = memcmp(caches[0][0], caches[1][0], cb) == 0 && memcmp(caches[0][1], caches[1][1], cb) == 0;
+    const int caches_same = memcmp(caches[0][0], caches[1][0], cb) == 0 && memcmp(caches[0][1], caches[1][1], cb) == 0;
+    int same = caches_same;
     for (int c = 0; c < 3; c++) same &= memcmp(out[0][c], out[1][c], qn * 4) == 0;
     if (!same || ob_test_verbose) {
         fprintf(stderr, "  cuda angles hd=%d n=%d%s: %s (caches %s;", hd, n, with_ff ? " freq_factors" : "", same ? "same bits" : "differ",
-                memcmp(caches[0][0], caches[1][0], cb) || memcmp(caches[0][1], caches[1][1], cb) ? "differ" : "same");
+                caches_same ? "same" : "differ");
         for (int c = 0; c < 3; c++) /* each call: max |on - off|, and each backend against its own first call */
             fprintf(stderr, " call %d %g, %g, %g;", c, max_abs_diff(out[0][c], out[1][c], qn), max_abs_diff(out[0][c], out[0][0], qn),
                     max_abs_diff(out[1][c], out[1][0], qn));

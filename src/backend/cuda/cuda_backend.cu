@@ -280,11 +280,11 @@ static void cu_dealloc(ob_backend *b, void *p) {
     cudaFree(p);
 }
 
-/* Weights get 16 spare bytes: the staged matmul (cuda_gemv.cu) copies whole 16-byte words. */
-/* On the backend's stream, and waited for: a plain cudaMemcpy from pageable memory runs on the
- * legacy stream, which does not order the backend's non-blocking stream, and may return before its
- * last bytes have reached the GPU, so a kernel launched right after could read the buffer before
- * the copy lands (test_angles saw caches that kv_write had read half-copied). */
+/* Weights get 16 spare bytes: the staged matmul (cuda_gemv.cu) copies whole 16-byte words. The
+ * copy runs on the backend's stream and is waited for: a plain cudaMemcpy from pageable memory runs
+ * on the legacy stream, which does not order the backend's non-blocking stream, and may return
+ * before its last bytes have reached the GPU, so a kernel launched right after could read the
+ * buffer before the copy lands (test_angles saw caches that kv_write had read half-copied). */
 static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
     void *p = cu_alloc(b, size + 16);
     if (!p) return NULL;

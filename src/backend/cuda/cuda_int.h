@@ -151,7 +151,7 @@ typedef struct {
     int attn_gqa;          /* OB_CUDA_ATTN_GQA=N (default 5, 0: off): decode batches of N+ tokens on the grouped tensor-core kernel (cuda_attn_gqa.cu) */
     int attn_gqa_rope;     /* OB_CUDA_ATTN_GQA_ROPE=N (default 1; 0 off; unset, off with OB_CUDA_ATTN_GQA=0): steps of N+ distinct sequences on its fused form (rope_attention) */
     int angles;            /* a step's RoPE angles computed once, by its first launch of the grouped attention's fused form, and
-                            * read by the later layers' (cu_rope_attention_gqa; tg128 +2-4%, run 22), unless OB_CUDA_ANGLES=0: by
+                            * read by the later layers' (cu_rope_attention_gqa; tg128 +1.4-5.9%, run 22), unless OB_CUDA_ANGLES=0: by
                             * every layer's */
     float *ang;            /* [ang_cap bytes]: those angles, [n][n_rot] (a token's cos of each pair, then its sin) */
     size_t ang_cap;
