@@ -181,6 +181,10 @@ struct ob_backend {
      * out of memory; host_free takes what host_alloc returned (or NULL). */
     void *(*host_alloc)(ob_backend *b, size_t size);
     void (*host_free)(ob_backend *b, void *p);
+    /* Optional (NULL: none): the address through which ops write host_alloc's buffer p straight
+     * into host memory (CUDA: page-locked memory mapped into the GPU's address space), or NULL
+     * where p has none. What an op writes there is the host's after sync, with no download. */
+    void *(*host_dev)(ob_backend *b, void *p);
 };
 
 /* Backends this build has. Each returns a fresh, uninitialised table copy (caller frees with

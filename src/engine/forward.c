@@ -36,6 +36,8 @@ struct ob_ctx {
     int32_t *out_rows;          /* [n_batch] rows that asked for logits */
     float *logits;              /* host [cap_out][n_vocab] */
     float *dlogits;             /* device [chunk_out][n_vocab]: the vocabulary matmul's output */
+    float *logits_dev;          /* logits' address for the backend's ops (host_dev), or NULL: recorded steps write
+                                 * dlogits and download it */
     int cap_out, chunk_out, n_out;
     ob_observer_fn obs;         /* debug observer or NULL */
     void *obs_user;
@@ -72,6 +74,9 @@ static void host_free(ob_ctx_t *c, void *p) {
     if (p && c->be->host_alloc) c->be->host_free(c->be, p);
     else free(p);
 }
+/* Where the ops of a step write the logits straight into c->logits (CUDA: mapped page-locked
+ * memory, no download after a recorded step), or NULL. */
+static float *logits_dev(ob_ctx_t *c) { return c->logits && c->be->host_dev ? c->be->host_dev(c->be, c->logits) : NULL; }
 
 void ob_ctx_free(ob_ctx_t *c) {
     if (!c) return;
@@ -148,6 +153,7 @@ int ob_ctx_new(ob_model_t *m, const ob_ctx_params *p, ob_ctx_t **out, char *err,
         c->cap_out = c->n_seq < c->n_batch ? c->n_seq : c->n_batch;
         c->chunk_out = c->cap_out;
         c->logits = host_new(c, (size_t)c->cap_out * hp->n_vocab * sizeof(float));
+        c->logits_dev = logits_dev(c);
         c->dlogits = balloc(c, (size_t)c->chunk_out * hp->n_vocab * sizeof(float));
         ok = c->dlogits && c->x && c->h && c->q && c->k && c->v && c->att && c->gate && c->up && c->seq_len && c->seq0 &&
              c->out_rows && c->logits;
@@ -363,7 +369,7 @@ int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
 
 /* The ops of one step up to the logits: embeddings, every layer, the rows that asked for output
  * (c->out_rows[n_out]) compacted to the front of h, and with head also the output norm and the
- * vocabulary matmul into dlogits (when n_out fits one chunk). */
+ * vocabulary matmul into logits_dev, or dlogits (when n_out fits one chunk). */
 static void step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_out, int head) {
     ob_model_t *m = c->m;
     ob_backend *be = c->be;
@@ -374,7 +380,7 @@ static void step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_o
         be->copy(be, c->h + (size_t)j * d, c->x + (size_t)c->out_rows[j] * d, (size_t)d * sizeof(float));
     if (!head) return;
     be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, m->hp.eps);
-    be->matmul(be, &m->output, c->h, c->dlogits, n_out);
+    be->matmul(be, &m->output, c->h, c->logits_dev ? c->logits_dev : c->dlogits, n_out);
 }
 
 /* What makes two steps the same sequence of ops for a backend that records them: the context
@@ -420,7 +426,7 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
     for (int i = 0; i < n; i++)
         if (b->pos[i] + 1 > c->seq_len[seq[i]]) c->seq_len[seq[i]] = b->pos[i] + 1;
     if (graph) {
-        be->download(be, c->logits, c->dlogits, (size_t)n_out * hp->n_vocab * sizeof(float));
+        if (!c->logits_dev) be->download(be, c->logits, c->dlogits, (size_t)n_out * hp->n_vocab * sizeof(float));
         be->sync(be);
         c->n_out = n_out;
         return 0;
@@ -447,6 +453,7 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
         if (!nl) return ERR("decode: out of memory for %d rows of logits", n_out);
         host_free(c, c->logits);
         c->logits = nl;
+        c->logits_dev = logits_dev(c);
         c->cap_out = n_out;
     }
     be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);

@@ -1016,6 +1016,36 @@ static void test_rope_attention(ob_backend *g, int type, int style, int hd, int 
     free(o1); free(o2); free(c1); free(c2); free(q); free(k); free(v); free(rows); free(pos); free(seq);
 }
 
+/* The page-locked host buffers' device addresses (host_dev): an op writing there leaves its
+ * output in host memory after sync, with no download; none with OB_CUDA_MAPPED=0 or for heap
+ * buffers (OB_CUDA_PINNED=0). */
+static void test_host_dev(ob_backend *g) {
+    ob_backend *off = gpu_new_with("OB_CUDA_MAPPED", "0"), *heap = gpu_new_with("OB_CUDA_PINNED", "0");
+    CHECK(g->host_dev != NULL && off != NULL && heap != NULL);
+    const size_t n = 100000;
+    float *x = randf(n, 1.0f), *h = g->host_alloc(g, n * sizeof(float));
+    void *dx = dev_copy(g, x, n * sizeof(float));
+    float *hd = h ? g->host_dev(g, h) : NULL;
+    CHECK(h != NULL && dx != NULL && hd != NULL);
+    if (h && dx && hd) {
+        memset(h, 0, n * sizeof(float));
+        g->copy(g, hd, dx, n * sizeof(float));
+        g->sync(g);
+        CHECK(memcmp(h, x, n * sizeof(float)) == 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        ob_backend *b = k ? heap : off;
+        float *hb = b ? b->host_alloc(b, 4096) : NULL;
+        if (hb) CHECK(b->host_dev(b, hb) == NULL);
+        if (b) b->host_free(b, hb);
+    }
+    g->host_free(g, h);
+    g->dealloc(g, dx);
+    free(x);
+    gpu_free(off);
+    gpu_free(heap);
+}
+
 /* An upload is whole before the next op on the backend's stream runs: a buffer uploaded and at
  * once added into another (itself just uploaded) gives its values, every element, several times
  * over (a plain cudaMemcpy did not order the non-blocking stream: the last bytes could land late). */
@@ -1483,6 +1513,7 @@ OB_SUITE(cuda_kernels) {
         gpu_free(gall);
     }
     test_upload_order(g);
+    test_host_dev(g);
     test_angles();
     test_gv_hold(g);
     test_gv_direct(g);
@@ -1810,6 +1841,69 @@ static void test_copy_drops_recordings(void) {
 #endif
 }
 
+/* Logits of one sequence (1 row of logits kept by the context) through recorded steps and
+ * batches asking for every row's logits, each of which grows the logits buffer and frees the one
+ * the recordings write (host_dev): an 8-token prompt (the last row; scratch at its size, so that
+ * only the move forgets the recordings), 4 steps, a 4-token batch, 4 steps, an 8-token batch, 4
+ * steps, on the GPU with env = val while the model loads; *rows gets the rows kept, *last the
+ * steps replayed among the last 4. */
+static float *decode_grow(const char *path, const char *env, const char *val, size_t *rows, long *last, int *n_vocab) {
+    ob_model_t *m = NULL;
+    ob_ctx_t *c = ob_test_open(path, "cuda", env, val, 64, 1, 8, &m, n_vocab);
+    if (!c) return NULL;
+    const int nv = *n_vocab;
+    float *out = malloc((size_t)(1 + 3 * 4 + 4 + 8) * nv * sizeof(float));
+    int next[1] = {0}, seq[8] = {0};
+    size_t at = 0;
+    wide_step(c, seq, 8, 0, 99, next, out, &at, nv);
+    for (int r = 0; r < 3; r++) {
+#ifdef OB_CUDA
+        *last = -ob_cuda_graph_replays();
+#endif
+        for (int k = 0; k < 4; k++) wide_step(c, seq, 1, 0, 10 * r + k, next, out, &at, nv);
+#ifdef OB_CUDA
+        *last += ob_cuda_graph_replays();
+#endif
+        if (r < 2) wide_step(c, seq, 4 << r, 1, 10 * r + 5, next, out, &at, nv);
+    }
+    *rows = at;
+    ob_ctx_free(c);
+    ob_model_free(m);
+    return out;
+}
+
+/* The logits written in place by recorded steps (host_dev, the default) against downloaded
+ * (OB_CUDA_MAPPED=0; heap buffers, OB_CUDA_PINNED=0): the same bits, also after the logits
+ * buffer moved. Freeing a page-locked buffer forgets the recordings, which may write it: the last
+ * 4 steps run eagerly, are recorded, then replay twice (a replay of an old recording would write
+ * freed memory and leave the new buffer stale); heap buffers forget nothing. */
+static void test_mapped_logits(void) {
+    char out[256];
+    snprintf(out, sizeof out, "%s/cuda-mapped-llama.gguf", ob_test_tmpdir());
+    char *argv[] = {"convert", "tests/golden/llama", "-o", out, "--type", "q8_0", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    static const char *var[3] = {NULL, "OB_CUDA_MAPPED", "OB_CUDA_PINNED"}, *val[3] = {NULL, "0", "0"};
+    float *l[3] = {NULL, NULL, NULL};
+    size_t rows[3] = {0, 0, 0};
+    long last[3] = {0, 0, 0};
+    int nv[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        l[k] = decode_grow(out, var[k], val[k], &rows[k], &last[k], &nv[k]);
+        CHECK(l[k] != NULL && rows[k] == 25 && nv[k] == nv[0]);
+#ifdef OB_CUDA
+        if (ob_test_verbose) fprintf(stderr, "  cuda logits buffer moved (%s): %ld of the last 4 steps replayed\n", val[k] ? var[k] : "default", last[k]);
+        CHECK(k == 2 ? last[k] >= 2 : last[k] == 2);
+#endif
+        if (k && l[0] && l[k] && rows[k] == rows[0] && nv[k] == nv[0]) {
+            const int same = memcmp(l[0], l[k], rows[0] * (size_t)nv[0] * sizeof(float)) == 0;
+            if (!same || ob_test_verbose) fprintf(stderr, "  cuda logits in place vs %s=%s: %s\n", var[k], val[k], same ? "same" : "differ");
+            CHECK(same);
+        }
+    }
+    for (int k = 0; k < 3; k++) free(l[k]);
+    remove(out);
+}
+
 /* Logits of wide steps on the GPU, with env = val while the model loads: 64 sequences with
  * 2-token prompts, then 4 rounds of steps of distinct sequences (16, 40 and 64 tokens, every row's
  * logits), a 40-token run of one sequence, a 64-token run of another (a prompt chunk: never
@@ -2119,6 +2213,7 @@ OB_SUITE(cuda_golden) {
     gpu_free(g);
     ob_test_golden_device("cuda");
     test_graphs();
+    test_mapped_logits();
     test_copy_drops_recordings();
     test_layer_engine();
     test_rope_attention_engine();

@@ -156,6 +156,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_tile = !at ? 2 : !strcmp(at, "0") ? 0 : !strcmp(at, "f32") ? 1 : 2;
     const char *pin = getenv("OB_CUDA_PINNED");
     s->pinned = !(pin && !strcmp(pin, "0"));
+    const char *mp = getenv("OB_CUDA_MAPPED");
+    s->mapped = s->pinned && p.canMapHostMemory && !(mp && !strcmp(mp, "0"));
     const char *mq = getenv("OB_CUDA_MMQ");
     s->mmq = mq && !strcmp(mq, "1");
     const char *fc = getenv("OB_CUDA_F16_COPY");
@@ -336,11 +338,25 @@ static void cu_host_free(ob_backend *b, void *p) {
     if (!p) return;
     cudaPointerAttributes at; /* page-locked, or heap memory after a failed pinned allocation */
     if (st(b)->pinned && cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost) {
+        cu_graph_forget(st(b)); /* a recording may write it (host_dev) */
         cudaFreeHost(p);
         return;
     }
     cudaGetLastError();
     free(p);
+}
+
+/* The logits written by the vocabulary matmul's kernel straight into the page-locked buffer, in
+ * the GPU's address space: no download after the step (the copy engine's ~0.5 MB of a 128k
+ * vocabulary, and its start, are GPU idle time between decode steps; docs/cuda.md). NULL for heap
+ * memory, with OB_CUDA_MAPPED=0, or on a GPU that cannot map host memory. */
+static void *cu_host_dev(ob_backend *b, void *p) {
+    cudaPointerAttributes at;
+    if (!st(b)->mapped || !p || cudaPointerGetAttributes(&at, p) != cudaSuccess || at.type != cudaMemoryTypeHost) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return at.devicePointer;
 }
 
 static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }
@@ -581,5 +597,6 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->layer_decode = cu_op_layer_decode;
     b->host_alloc = cu_host_alloc;
     b->host_free = cu_host_free;
+    b->host_dev = cu_host_dev;
     return b;
 }

@@ -135,6 +135,8 @@ typedef struct {
                             * OB_CUDA_BLAS_FUSE=0 none */
     int mmq;               /* OB_CUDA_MMQ=1: matmuls the staged kernel does not take on cuda_mmq.cu's int8 tensor-core kernel */
     int pinned;            /* the engine's logits buffers page-locked (cuda_backend.cu), unless OB_CUDA_PINNED=0 */
+    int mapped;            /* host_dev hands out those buffers' device addresses (the logits written in place), unless
+                            * OB_CUDA_MAPPED=0 or the GPU cannot map host memory */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
     unsigned *layer_bar;   /* its grid barrier: [0] blocks arrived, [1] generation; zeroed once */
     size_t layer_bar_cap;

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Where a recorded decode step's time goes, from Nsight Systems' GPU trace of its graph nodes.
+
+Usage: nsys_gaps.py TRACE.csv [STEPS]
+TRACE.csv is `nsys stats --report cuda_gpu_trace --format csv` of a run profiled with
+`--cuda-graph-trace=node` (each kernel of a replayed graph its own row). A step starts at its
+`k_get_rows` kernel; the last STEPS steps (default 32) are kept, which share one kernel sequence.
+Prints, by position in the step: the kernel, its median duration and the median time from the end
+of the kernel before it to its start (negative: it started before that one ended, programmatic
+dependent launch), then the step's median span against the sum of its kernels' durations.
+"""
+import csv
+import statistics
+import sys
+
+
+def column(header, *keys):
+    for i, h in enumerate(header):
+        if all(k in h for k in keys):
+            return i
+    sys.exit("nsys_gaps: no column with %s in %s" % (keys, header))
+
+
+def main():
+    rows = list(csv.reader(open(sys.argv[1])))
+    keep = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+    head = next(i for i, r in enumerate(rows) if any("Start" in c for c in r))
+    header, body = rows[head], rows[head + 1:]
+    cs, cd, cn = column(header, "Start"), column(header, "Duration"), column(header, "Name")
+    ev = sorted((int(float(r[cs])), int(float(r[cd])), r[cn]) for r in body if len(r) > max(cs, cd, cn))
+    starts = [i for i, e in enumerate(ev) if "k_get_rows" in e[2]]
+    if len(starts) < 3:
+        sys.exit("nsys_gaps: fewer than 3 steps (k_get_rows) in the trace")
+    steps = [ev[a:b] for a, b in zip(starts, starts[1:])]
+    n = statistics.mode(len(s) for s in steps)
+    steps = [s for s in steps if len(s) == n][-keep:]
+    print("%d steps of %d GPU events each" % (len(steps), n))
+    spans, busy = [], []
+    for s in steps:
+        spans.append((s[-1][0] + s[-1][1] - s[0][0]) / 1e3)
+        busy.append(sum(e[1] for e in s) / 1e3)
+    by_name = {}
+    print("%4s %9s %9s  %s" % ("pos", "dur us", "gap us", "kernel"))
+    for i in range(n):
+        d = statistics.median(s[i][1] for s in steps) / 1e3
+        g = statistics.median((s[i][0] - s[i - 1][0] - s[i - 1][1]) for s in steps) / 1e3 if i else 0.0
+        name = steps[-1][i][2]
+        short = name.split("(")[0][:90]
+        t = by_name.setdefault(short, [0, 0.0, 0.0])
+        t[0] += 1
+        t[1] += d
+        t[2] += g
+        print("%4d %9.2f %9.2f  %s" % (i, d, g, short))
+    print("\nby kernel: count, summed median durations and gaps before it (us)")
+    for k, (c, d, g) in sorted(by_name.items(), key=lambda kv: -kv[1][1] - kv[1][2]):
+        print("%5d %9.1f %9.1f  %s" % (c, d, g, k))
+    print("\nstep span (first kernel's start to last's end): median %.1f us; kernels' durations summed: median %.1f us"
+          % (statistics.median(spans), statistics.median(busy)))
+
+
+if __name__ == "__main__":
+    main()
