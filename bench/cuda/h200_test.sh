@@ -24,8 +24,9 @@
 #            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/: the
 #            reports, their source pages as CSV and the lines with the most samples
 #            (bench/cuda/ncu_lines.py)
-#   timeline each kernel of a replayed decode step in place (Nsight Systems with graph nodes
-#            traced; bench/cuda/nsys_gaps.py): durations and the gaps between them (FILES="...")
+#   timeline each kernel of a replayed decode step in place (CUPTI's kernel records,
+#            bench/cuda/ktrace.cc; bench/cuda/step_gaps.py): durations and the gaps between them
+#            (FILES="...", TLENV="VAR=v VAR2=w": a trace with each setting)
 #   steps    what the GPU idles between decode steps: tg128 of the 1-2B files (FILES="...") with
 #            OB_CUDA_STEP_TIMES=1 (replays' median GPU time against the host's time between launches)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
@@ -136,17 +137,19 @@ steps)
         OB_CUDA_STEP_TIMES=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg128|step times|rror" |
             sed "s/^/$f /"; done | tee $OUT/steps.txt ;;
 timeline)
-    # each kernel of a replayed decode step in place (Nsight Systems, graph nodes traced): its
-    # duration and the time from the kernel before it (bench/cuda/nsys_gaps.py), FILES= (default
-    # Llama-1B Q4_0 and BitNet TQ2_0)
-    NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems*/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
-    [ -n "$NSYS" ] || { echo "timeline: no nsys on this machine"; exit 0; }
-    for f in ${FILES:-l1b-Q4_0 bn-tq2_0}; do waitfor $f.gguf
-        timeout 200 $NSYS profile -o /tmp/tl-$f -t cuda --cuda-graph-trace=node --force-overwrite true \
-            ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 1 --device cuda > $OUT/nsys-$f.log 2>&1
-        $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/tl-$f /tmp/tl-$f.nsys-rep >> $OUT/nsys-$f.log 2>&1
-        python3 bench/cuda/nsys_gaps.py /tmp/tl-${f}_cuda_gpu_trace.csv 32 > $OUT/timeline-$f.txt 2>&1
-        tail -40 $OUT/timeline-$f.txt; done ;;
+    # each kernel of a replayed decode step in place: CUPTI's kernel records through an injection
+    # library (bench/cuda/ktrace.cc; the machine has no Nsight Systems), their durations and the
+    # time from the kernel before each (bench/cuda/step_gaps.py), untraced tok/s beside the traced;
+    # FILES= (default Llama-1B Q4_0 and BitNet TQ2_0), TLENV="VAR=v ..." one trace with each setting
+    # (default X=1: none)
+    CU=/usr/local/cuda; LIBC=$(dirname "$(find $CU/lib64/ $CU/extras/CUPTI/ -name 'libcupti.so*' 2>/dev/null | head -1)")
+    g++ -O2 -shared -fPIC -o build/ktrace.so bench/cuda/ktrace.cc -I$CU/include -I$CU/extras/CUPTI/include -L$LIBC -lcupti || exit 1
+    for f in ${FILES:-l1b-Q4_0 bn-tq2_0}; do waitfor $f.gguf; for e in ${TLENV:-X=1}; do
+        env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror" | sed "s/^/untraced $e $f /"
+        env $e LD_LIBRARY_PATH=$LIBC:$LD_LIBRARY_PATH CUDA_INJECTION64_PATH=$PWD/build/ktrace.so KTRACE_OUT=/tmp/k-$f.csv \
+            ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror|ktrace" | sed "s/^/traced $e $f /"
+        python3 bench/cuda/step_gaps.py /tmp/k-$f.csv 32 > $OUT/timeline-$f-$e.txt 2>&1
+        tail -9 $OUT/timeline-$f-$e.txt; done; done ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Where a recorded decode step's time goes, from Nsight Systems' GPU trace of its graph nodes.
+"""Where a recorded decode step's time goes, from a trace of every kernel's GPU start and duration.
 
-Usage: nsys_gaps.py TRACE.csv [STEPS]
-TRACE.csv is `nsys stats --report cuda_gpu_trace --format csv` of a run profiled with
-`--cuda-graph-trace=node` (each kernel of a replayed graph its own row). A step starts at its
+Usage: step_gaps.py TRACE.csv [STEPS]
+TRACE.csv has the columns "Start (ns)", "Duration (ns)" and "Name", one row a kernel, those of
+replayed graphs included: bench/cuda/ktrace.cc writes it (CUPTI's records), as does Nsight
+Systems (`nsys stats --report cuda_gpu_trace --format csv` of a run profiled with
+`--cuda-graph-trace=node`). A step starts at its
 `k_get_rows` kernel; the last STEPS steps (default 32) are kept, which share one kernel sequence.
-Prints, by position in the step: the kernel, its median duration and the median time from the end
+Prints, by position in the step: the kernel, its median duration, the median time from the end
 of the kernel before it to its start (negative: it started before that one ended, programmatic
-dependent launch), then the step's median span against the sum of its kernels' durations.
+dependent launch: its duration then includes its wait for that one) and the median time from the
+end of the kernel before it to its own end (what it adds to the step: these sum to the span), then
+the same by kernel and the step's median span against the sum of its kernels' durations.
 """
 import csv
 import statistics
@@ -18,7 +22,7 @@ def column(header, *keys):
     for i, h in enumerate(header):
         if all(k in h for k in keys):
             return i
-    sys.exit("nsys_gaps: no column with %s in %s" % (keys, header))
+    sys.exit("step_gaps: no column with %s in %s" % (keys, header))
 
 
 def main():
@@ -30,7 +34,7 @@ def main():
     ev = sorted((int(float(r[cs])), int(float(r[cd])), r[cn]) for r in body if len(r) > max(cs, cd, cn))
     starts = [i for i, e in enumerate(ev) if "k_get_rows" in e[2]]
     if len(starts) < 3:
-        sys.exit("nsys_gaps: fewer than 3 steps (k_get_rows) in the trace")
+        sys.exit("step_gaps: fewer than 3 steps (k_get_rows) in the trace")
     steps = [ev[a:b] for a, b in zip(starts, starts[1:])]
     n = statistics.mode(len(s) for s in steps)
     steps = [s for s in steps if len(s) == n][-keep:]
@@ -40,20 +44,22 @@ def main():
         spans.append((s[-1][0] + s[-1][1] - s[0][0]) / 1e3)
         busy.append(sum(e[1] for e in s) / 1e3)
     by_name = {}
-    print("%4s %9s %9s  %s" % ("pos", "dur us", "gap us", "kernel"))
+    print("%4s %9s %9s %9s  %s" % ("pos", "dur us", "gap us", "adds us", "kernel"))
     for i in range(n):
         d = statistics.median(s[i][1] for s in steps) / 1e3
         g = statistics.median((s[i][0] - s[i - 1][0] - s[i - 1][1]) for s in steps) / 1e3 if i else 0.0
+        a = statistics.median((s[i][0] + s[i][1] - s[i - 1][0] - s[i - 1][1]) for s in steps) / 1e3 if i else d
         name = steps[-1][i][2]
         short = name.split("(")[0][:90]
-        t = by_name.setdefault(short, [0, 0.0, 0.0])
+        t = by_name.setdefault(short, [0, 0.0, 0.0, 0.0])
         t[0] += 1
         t[1] += d
         t[2] += g
-        print("%4d %9.2f %9.2f  %s" % (i, d, g, short))
-    print("\nby kernel: count, summed median durations and gaps before it (us)")
-    for k, (c, d, g) in sorted(by_name.items(), key=lambda kv: -kv[1][1] - kv[1][2]):
-        print("%5d %9.1f %9.1f  %s" % (c, d, g, k))
+        t[3] += a
+        print("%4d %9.2f %9.2f %9.2f  %s" % (i, d, g, a, short))
+    print("\nby kernel: count, summed median durations, gaps before it and what it adds (us)")
+    for k, (c, d, g, a) in sorted(by_name.items(), key=lambda kv: -kv[1][3]):
+        print("%5d %9.1f %9.1f %9.1f  %s" % (c, d, g, a, k))
     print("\nstep span (first kernel's start to last's end): median %.1f us; kernels' durations summed: median %.1f us"
           % (statistics.median(spans), statistics.median(busy)))
 
