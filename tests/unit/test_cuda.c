@@ -505,6 +505,13 @@ static long glu_codes_made(void) {
     return 0;
 #endif
 }
+static long glu_cluster_launches(void) {
+#ifdef OB_CUDA
+    return ob_cuda_glu_cluster_launches();
+#else
+    return 0;
+#endif
+}
 static long gv_direct_launches(void) {
 #ifdef OB_CUDA
     return ob_cuda_gv_direct_launches();
@@ -1512,6 +1519,22 @@ OB_SUITE(cuda_kernels) {
         check_glu_codes(gall, OB_TYPE_Q8_0, 2048, 8192, 1);
         gpu_free(gall);
     }
+    /* the codes made by clusters of the launch's blocks (OB_CUDA_GLU_CLUSTER=1): 8 rows a block
+     * (the 1B's gate/up), 4 (rounded up from fewer), and one that cannot (q8_0's 8 rows of 2048
+     * values pass the staging limit: the counters) */
+    static const char *const env_cl[] = {"OB_CUDA_GLU_CODES", "2", "OB_CUDA_GLU_CLUSTER", "1", NULL};
+    ob_backend *gcl = gpu_new_env(env_cl);
+    CHECK(gcl != NULL);
+    if (gcl) {
+        const long cl0 = glu_cluster_launches();
+        check_glu_codes(gcl, OB_TYPE_Q4_0, 2048, 8192, 1);
+        check_glu_codes(gcl, OB_TYPE_Q4_K, 2048, 2816, 1);
+        check_glu_codes(gcl, OB_TYPE_TQ2_0, 768, 1536, 1);
+        CHECK(glu_cluster_launches() - cl0 == 3); /* one token's launch each */
+        check_glu_codes(gcl, OB_TYPE_Q8_0, 2048, 8192, 1);
+        CHECK(glu_cluster_launches() - cl0 == 3);
+        gpu_free(gcl);
+    }
     test_upload_order(g);
     test_host_dev(g);
     test_angles();
@@ -2156,6 +2179,12 @@ static void test_glu_codes_engine(void) {
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     unsetenv("OB_CUDA_GLU_CODES");
     CHECK(glu_codes_made() == made);
+    /* the codes made by clusters (OB_CUDA_GLU_CLUSTER=1) against the counters (the default) */
+    const long cl = glu_cluster_launches();
+    setenv("OB_CUDA_GLU_CLUSTER", "1", 1);
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CLUSTER", "0", 100, "cuda-glu-cluster"));
+    unsetenv("OB_CUDA_GLU_CLUSTER");
+    CHECK(glu_cluster_launches() > cl);
 }
 
 /* The engine with a step's RoPE angles computed once and read by the later layers (the default)

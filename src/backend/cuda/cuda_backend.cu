@@ -211,6 +211,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
     const char *pdl = getenv("OB_CUDA_PDL");
     s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    const char *gcl = getenv("OB_CUDA_GLU_CLUSTER");
+    s->glu_cluster = p.major >= 9 && gcl && !strcmp(gcl, "1");
     cu_prof_init(s);
     snprintf(s->name, sizeof s->name, "%s", p.name);
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {

@@ -32,8 +32,8 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
 enum { GV_STORE, GV_ADD, GV_GLU };
 
 /* Output y of a row from its scaled sum v (GLU: the gate row's, u the up row's): y = act(v) * u
- * (SiLU, or relu^2; k_glu's too), y += v, or y = v. */
-__device__ __forceinline__ void gv_out(float *yp, int ep, int relu2, float v, float u) {
+ * (SiLU, or relu^2; k_glu's too), y += v, or y = v; returns what it wrote. */
+__device__ __forceinline__ float gv_out(float *yp, int ep, int relu2, float v, float u) {
     if (ep == GV_GLU) {
         float act;
         if (!relu2) {
@@ -42,12 +42,12 @@ __device__ __forceinline__ void gv_out(float *yp, int ep, int relu2, float v, fl
             const float p = v > 0 ? v : 0;
             act = p * p;
         }
-        *yp = act * u;
+        v = act * u;
     } else if (ep == GV_ADD) {
-        *yp = __ldcg(yp) + v; /* (from L2: other blocks of a persistent kernel wrote it) */
-    } else {
-        *yp = v;
+        v += __ldcg(yp); /* (from L2: other blocks of a persistent kernel wrote it) */
     }
+    *yp = v;
+    return v;
 }
 
 #endif
