@@ -121,6 +121,20 @@ static void cu_idx_ps(cu_state *s, const int32_t *pos, const int32_t *seq, int n
     *dseq = cu_idx_keep(s, seq, n, *dpos);
 }
 
+/* Whether the current GPU (compute capability major) runs this build's sm_90 code: programmatic
+ * dependent launch and clusters need both the GPU and device code compiled for it (cu_dep is
+ * empty in code compiled for an older architecture, e.g. sm_80 PTX compiled for a Hopper GPU at
+ * load; launched with PDL, its kernels would not wait for their predecessors). */
+__global__ void k_arch_probe() {}
+static int cu_sm90(int major) {
+    cudaFuncAttributes fa;
+    if (major < 9 || cudaFuncGetAttributes(&fa, k_arch_probe) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return fa.ptxVersion >= 90;
+}
+
 static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -209,16 +223,16 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
     s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
-    const char *pdl = getenv("OB_CUDA_PDL");
-    s->pdl = p.major >= 9 && !(pdl && !strcmp(pdl, "0"));
-    const char *gcl = getenv("OB_CUDA_GLU_CLUSTER");
-    s->glu_cluster = p.major >= 9 && gcl && !strcmp(gcl, "1");
     cu_prof_init(s);
     snprintf(s->name, sizeof s->name, "%s", p.name);
     if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         snprintf(err, errlen, "device 'cuda': cannot start GPU %d (%s): %s", dev, p.name, cudaGetErrorString(e));
         return -1;
     }
+    const char *pdl = getenv("OB_CUDA_PDL"), *gcl = getenv("OB_CUDA_GLU_CLUSTER");
+    const int sm90 = cu_sm90(p.major);
+    s->pdl = sm90 && !(pdl && !strcmp(pdl, "0"));
+    s->glu_cluster = sm90 && gcl && !strcmp(gcl, "1");
     for (int i = 0; i < CU_IDX_SLOTS; i++)
         if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
             snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));
@@ -320,8 +334,12 @@ static const void *cu_upload_weight(ob_backend *b, const void *host, size_t size
     return p;
 }
 
+static long downloads; /* download calls, every backend of the process (tests) */
+extern "C" long ob_cuda_downloads(void) { return __atomic_load_n(&downloads, __ATOMIC_RELAXED); }
+
 static void cu_download(ob_backend *b, void *host, const void *dev, size_t size) {
     cu_state *s = st(b);
+    __atomic_add_fetch(&downloads, 1, __ATOMIC_RELAXED);
     cu_check(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s->stream), "download");
     cu_check(cudaStreamSynchronize(s->stream), "download");
 }
@@ -544,6 +562,15 @@ static int cu_op_graph_end(ob_backend *b) {
     xq_forget(st(b));
     st(b)->ang_n = 0;
     return cu_graph_end(st(b));
+}
+
+extern "C" int ob_cuda_sm90(void) {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return cu_sm90(major);
 }
 
 extern "C" int ob_backend_cuda_usable(void) {

@@ -98,8 +98,8 @@ struct gv_args {
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
-    float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
-    int *ccnt;        /* [n][n_out / 32], 0 between launches */
+    float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt (or by its cluster's first block) */
+    int *ccnt;        /* [n][n_out / 32], 0 between launches (unused by clusters) */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -457,8 +457,9 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
 }
 
-/* CODES: the instance that makes a GLU output's codes (gv_glu_codes: its own instance, so that the
- * others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
+/* CODES: the instance that makes a GLU output's codes (GV_CODES_COUNT: gv_glu_codes, or
+ * GV_CODES_CLUSTER: gv_glu_codes_cluster; instances of their own, so that the others' registers
+ * stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
 template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0>
@@ -561,9 +562,11 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-/* Whether the GLU codes' launch a can run in clusters (gv_glu_codes_cluster): one weight pair of
- * rows in 32-element blocks, 8 rows of each staged in shared memory (R is 4 or 8). */
-static int gv_cluster_ok(const gv_args &a) { return a.nj == 1 && a.job[0].n_out % 32 == 0 && 2 * gv_span((size_t)8 * a.rb) <= GV_SMEM; }
+/* Whether the GLU codes' launch a can run in clusters (gv_glu_codes_cluster): one token, one
+ * weight pair of rows in 32-element blocks, 8 rows of each staged in shared memory (R is 4 or 8). */
+static int gv_cluster_ok(const gv_args &a) {
+    return a.n == 1 && a.nj == 1 && a.job[0].n_out % 32 == 0 && 2 * gv_span((size_t)8 * a.rb) <= GV_SMEM;
+}
 
 /* The output rows of a call, every job's. */
 static long gv_rows_all(const gv_args &a) {
