@@ -142,8 +142,13 @@ timeline)
     # time from the kernel before each (bench/cuda/step_gaps.py), untraced tok/s beside the traced;
     # FILES= (default Llama-1B Q4_0 and BitNet TQ2_0), TLENV="VAR=v ..." one trace with each setting
     # (default X=1: none)
+    # (where the image lacks CUPTI: .gpu/kt/ holds ktrace.so built on the Debian machine and its
+    # libcupti.so.13.xz, the CUDA 13 toolkit's)
     CU=/usr/local/cuda; LIBC=$(dirname "$(find $CU/lib64/ $CU/extras/CUPTI/ -name 'libcupti.so*' 2>/dev/null | head -1)")
-    g++ -O2 -shared -fPIC -o build/ktrace.so bench/cuda/ktrace.cc -I$CU/include -I$CU/extras/CUPTI/include -L$LIBC -lcupti || exit 1
+    if ! g++ -O2 -shared -fPIC -o build/ktrace.so bench/cuda/ktrace.cc -I$CU/include -I$CU/extras/CUPTI/include -L$LIBC -lcupti; then
+        [ -f .gpu/kt/ktrace.so ] || { echo "timeline: no CUPTI here and no .gpu/kt"; exit 1; }
+        mkdir -p /tmp/cupti && xz -dc .gpu/kt/libcupti.so.13.xz > /tmp/cupti/libcupti.so.13 && cp .gpu/kt/ktrace.so build/ && LIBC=/tmp/cupti
+    fi
     for f in ${FILES:-l1b-Q4_0 bn-tq2_0}; do waitfor $f.gguf; for e in ${TLENV:-X=1}; do
         env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror" | sed "s/^/untraced $e $f /"
         env $e LD_LIBRARY_PATH=$LIBC:$LD_LIBRARY_PATH CUDA_INJECTION64_PATH=$PWD/build/ktrace.so KTRACE_OUT=/tmp/k-$f.csv \
