@@ -124,15 +124,22 @@ static void cu_idx_ps(cu_state *s, const int32_t *pos, const int32_t *seq, int n
 /* Whether the current GPU (compute capability major) runs this build's sm_90 code: programmatic
  * dependent launch and clusters need both the GPU and device code compiled for it (cu_dep is
  * empty in code compiled for an older architecture, e.g. sm_80 PTX compiled for a Hopper GPU at
- * load; launched with PDL, its kernels would not wait for their predecessors). */
-__global__ void k_arch_probe() {}
+ * load; launched with PDL, its kernels would not wait for their predecessors). A one-thread
+ * kernel reports the architecture its code was compiled for. */
+__global__ void k_arch_probe(int *arch) {
+#ifdef __CUDA_ARCH__
+    *arch = __CUDA_ARCH__;
+#endif
+}
 static int cu_sm90(int major) {
-    cudaFuncAttributes fa;
-    if (major < 9 || cudaFuncGetAttributes(&fa, k_arch_probe) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
+    int *d = NULL, arch = 0;
+    if (major >= 9 && cudaMalloc((void **)&d, sizeof(int)) == cudaSuccess) {
+        k_arch_probe<<<1, 1>>>(d);
+        if (cudaMemcpy(&arch, d, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) arch = 0;
+        cudaFree(d);
     }
-    return fa.ptxVersion >= 90;
+    cudaGetLastError();
+    return arch >= 900;
 }
 
 static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen) {
@@ -231,6 +238,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     }
     const char *pdl = getenv("OB_CUDA_PDL"), *gcl = getenv("OB_CUDA_GLU_CLUSTER");
     const int sm90 = cu_sm90(p.major);
+    if (p.major >= 9 && !sm90)
+        fprintf(stderr, "cuda backend: GPU %d (%s) is sm_%d%d but runs this build's code for an older architecture: programmatic "
+                "launch and clusters off (slower; make CUDA=1 builds sm_90 code)\n", dev, p.name, p.major, p.minor);
     s->pdl = sm90 && !(pdl && !strcmp(pdl, "0"));
     s->glu_cluster = sm90 && gcl && !strcmp(gcl, "1");
     for (int i = 0; i < CU_IDX_SLOTS; i++)
