@@ -153,8 +153,9 @@ timeline)
         env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror" | sed "s/^/untraced $e $f /"
         env $e LD_LIBRARY_PATH=$LIBC:$LD_LIBRARY_PATH CUDA_INJECTION64_PATH=$PWD/build/ktrace.so KTRACE_OUT=/tmp/k-$f.csv \
             ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror|ktrace" | sed "s/^/traced $e $f /"
-        python3 bench/cuda/step_gaps.py /tmp/k-$f.csv 32 > $OUT/timeline-$f-$e.txt 2>&1
-        tail -9 $OUT/timeline-$f-$e.txt; done; done ;;
+        T=$OUT/timeline-$f-$(echo $e | tr '=' '_').txt
+        python3 bench/cuda/step_gaps.py /tmp/k-$f.csv 32 > $T 2>&1
+        tail -9 $T; done; done ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512
