@@ -62,6 +62,32 @@ def main():
         print("%5d %9.1f %9.1f %9.1f  %s" % (c, d, g, a, k))
     print("\nstep span (first kernel's start to last's end): median %.1f us; kernels' durations summed: median %.1f us"
           % (statistics.median(spans), statistics.median(busy)))
+    layer_summary([statistics.median((s[i][0] + s[i][1] - s[i - 1][0] - s[i - 1][1]) for s in steps) / 1e3 if i else 0.0
+                   for i in range(n)], [e[2].split("(")[0][:90] for e in steps[-1]])
+
+
+def layer_summary(adds, names):
+    """The layers: the shortest period (3-40 kernels) of the names from the step's second kernel
+    on, and by position in a layer the median over the inner layers of what each kernel adds."""
+    n = len(names)
+    best = None
+    for p in range(3, 41):
+        pairs = [(names[i], names[i + p]) for i in range(1, n - p - 1)]
+        if len(pairs) >= 2 * p and sum(a == b for a, b in pairs) >= 0.9 * len(pairs):
+            best = p
+            break
+    if not best:
+        return
+    layers = (n - 2) // best
+    if layers < 3:
+        return
+    print("\na layer: %d kernels, %d layers; by position, the median over the inner layers of what each adds (us)" % (best, layers))
+    total = 0.0
+    for j in range(best):
+        v = statistics.median(adds[1 + j + best * k] for k in range(1, layers - 1))
+        total += v
+        print("%4d %9.2f  %s" % (j, v, names[1 + j]))
+    print("     %9.2f  the layer" % total)
 
 
 if __name__ == "__main__":
