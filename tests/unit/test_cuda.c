@@ -2224,10 +2224,13 @@ static void test_angles_engine(void) {
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
- * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
+ * row's sum (OB_CUDA_ROWS_WPRE=0), and with the row kernel letting its successor start once it has
+ * read its row (OB_CUDA_ROWS_LATE=1; at its start by default): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
+    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_LATE", "1", 100, "cuda-rows-late"));
+    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_LATE", "1", 100, "cuda-rows-late"));
 }
 
 /* The engine with one token's f16 rows read in place (the default) and staged

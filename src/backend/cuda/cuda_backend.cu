@@ -199,6 +199,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rows_wide = rw && !strcmp(rw, "0") ? 0 : (rw && !strcmp(rw, "1")) || s->layer ? 1 : 2;
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
+    const char *rl = getenv("OB_CUDA_ROWS_LATE");
+    s->rows_late = rl && !strcmp(rl, "1");
     const char *gd = getenv("OB_CUDA_GV_DIRECT");
     /* matrices of at most this many MiB read in place (0: none); larger ones stage (runs 19, 20) */
     const long gdv = gd ? strtol(gd, NULL, 10) : 256;

@@ -147,6 +147,7 @@ typedef struct {
     int rows_wide;         /* row ops on 1024 threads from 2048 values (cuda_ops.cu): 2 all (default), 1 those without a norm
                             * (OB_CUDA_ROWS_WIDE=1, or OB_CUDA_LAYER=1), 0 none (OB_CUDA_ROWS_WIDE=0) */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
+    int rows_late;         /* OB_CUDA_ROWS_LATE=1: the row kernel lets its successor start once it has read its row, not at its start */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
@@ -212,11 +213,19 @@ void cu_check_blas(cublasStatus_t e, const char *what);
  * go only here, after the wait: letting it go at the start of every kernel, so that a chain of
  * kernels waits resident ahead of the running one, was slower (tg128 -7% Llama-3.2-1B Q4_0, -8%
  * Q4_K_M, -12% BitNet-2B TQ2_0; docs/cuda.md). */
-__device__ __forceinline__ void cu_dep() {
+__device__ __forceinline__ void cu_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cu_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void cu_dep() {
+    cu_wait();
+    cu_release();
 }
 
 /* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch;
