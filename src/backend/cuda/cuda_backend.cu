@@ -366,16 +366,22 @@ static void *cu_host_alloc(ob_backend *b, size_t size) {
     return malloc(size);
 }
 
+/* Whether cu_host_alloc's buffer p is page-locked (else heap memory, after a failed pinned
+ * allocation or with OB_CUDA_PINNED=0); *at its attributes. */
+static int cu_host_pinned(ob_backend *b, void *p, cudaPointerAttributes *at) {
+    if (p && st(b)->pinned && cudaPointerGetAttributes(at, p) == cudaSuccess && at->type == cudaMemoryTypeHost) return 1;
+    cudaGetLastError();
+    return 0;
+}
+
 static void cu_host_free(ob_backend *b, void *p) {
-    if (!p) return;
-    cudaPointerAttributes at; /* page-locked, or heap memory after a failed pinned allocation */
-    if (st(b)->pinned && cudaPointerGetAttributes(&at, p) == cudaSuccess && at.type == cudaMemoryTypeHost) {
+    cudaPointerAttributes at;
+    if (cu_host_pinned(b, p, &at)) {
         cu_graph_forget(st(b)); /* a recording may write it (host_dev) */
         cudaFreeHost(p);
-        return;
+    } else {
+        free(p);
     }
-    cudaGetLastError();
-    free(p);
 }
 
 /* The logits written by the vocabulary matmul's kernel straight into the page-locked buffer, in
@@ -384,11 +390,7 @@ static void cu_host_free(ob_backend *b, void *p) {
  * memory, with OB_CUDA_MAPPED=0, or on a GPU that cannot map host memory. */
 static void *cu_host_dev(ob_backend *b, void *p) {
     cudaPointerAttributes at;
-    if (!st(b)->mapped || !p || cudaPointerGetAttributes(&at, p) != cudaSuccess || at.type != cudaMemoryTypeHost) {
-        cudaGetLastError();
-        return NULL;
-    }
-    return at.devicePointer;
+    return st(b)->mapped && cu_host_pinned(b, p, &at) ? at.devicePointer : NULL;
 }
 
 static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }

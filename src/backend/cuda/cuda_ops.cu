@@ -26,13 +26,10 @@ __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, flo
                                                float2 *xs, int slice, int wpre, __half *yh) {
     const size_t i = blockIdx.x;
     const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
-    if constexpr (LATE) /* (OB_CUDA_ROWS_LATE=1) the next kernel let go once the row is read */
-        rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
-                                              q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { cu_wait(); }, yh ? yh + i * dim : NULL,
-                                              [] { cu_release(); });
-    else
-        rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
-                                              q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { cu_dep(); }, yh ? yh + i * dim : NULL);
+    /* LATE (OB_CUDA_ROWS_LATE=1): the next kernel let go once the row is read, not at the start */
+    rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
+                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { LATE ? cu_wait() : cu_dep(); },
+                                          yh ? yh + i * dim : NULL, [] { if constexpr (LATE) cu_release(); });
 }
 
 /* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
