@@ -182,4 +182,76 @@ __device__ __forceinline__ float rope_elem(const float *x, int d, const float *c
     return d == a ? rope_lo(x0, x1, c, sn) : rope_hi(x0, x1, c, sn);
 }
 
+/* One row's RMSNorm and codes (no act_quant) by a block of 128 threads, with the bits of k_rows on
+ * vt threads (vt = cu_rows_threads: 1024 for 2048 values, 256 below; dim <= 2048): thread t plays
+ * the row kernel's threads t + 128 j, holding their elements t + 128 j + vt k in v[j * pm + k]
+ * (pm = 2048 / vt... values a played thread, 16 in all), sums each played thread's squares in
+ * rows_regs' order and each played warp's by its shuffle tree, then the played warps' sums as
+ * block_reduce does; the statistics after it are maxima (any order). The codes go to q / xs
+ * (shared memory: the caller's matmul reads them there) and, with gq, to gq / gxs and y to gy
+ * (one block of the launch: later ops read them). wv: the norm's weights (1 where w is NULL),
+ * read by the caller before its wait. Ends with a barrier. */
+__device__ __forceinline__ void rows_norm_block(const float *x, const float (&wv)[16], int dim, int vt, float eps, int8_t *q, float2 *xs,
+                                                float *gy, int8_t *gq, float2 *gxs) {
+    __shared__ float part[32];
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5, lp = vt == 1024 ? 1 : 3, pm = 1 << lp;
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const int e = t + 128 * (i >> lp) + vt * (i & (pm - 1));
+        v[i] = e < dim ? x[e] : 0.0f;
+    }
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        acc = fmaf(v[i], v[i], acc);
+        if ((i & (pm - 1)) == pm - 1) { /* played thread t + 128 j's sum: its warp's tree */
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) part[warp + 4 * (i >> lp)] = acc;
+            acc = 0.0f;
+        }
+    }
+    __syncthreads();
+    float ss = lane < vt / 32 ? part[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const int e = t + 128 * (i >> lp) + vt * (i & (pm - 1));
+        if (e < dim) v[i] = v[i] * inv * wv[i];
+        mx = fmaxf(mx, fabsf(v[i]));
+    }
+    const float amax = block_reduce<true>(mx);
+    const float dr = amax / 127.0f, idr = amax > 0.0f ? 1.0f / dr : 0.0f;
+    float off = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) off = fmaxf(off, quant_off(v[i], idr));
+    off = block_reduce<true>(off);
+    const bool row_mode = amax > 0.0f && off == 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const int e0 = 32 * warp + 128 * (i >> lp) + vt * (i & (pm - 1)), e = e0 + lane;
+        if (e0 >= dim) continue; /* the same for the whole warp */
+        quant_elem(v[i], e, dr, idr, row_mode, q, xs);
+        if (gq) {
+            quant_elem(v[i], e, dr, idr, row_mode, gq, gxs);
+            gy[e] = v[i];
+        }
+    }
+    __syncthreads();
+}
+
+/* The norm's weights for rows_norm_block (thread t's elements; 1 past dim or where w is NULL). */
+__device__ __forceinline__ void rows_norm_weights(const float *w, int dim, int vt, float (&wv)[16]) {
+    const int t = threadIdx.x, lp = vt == 1024 ? 1 : 3, pm = 1 << lp;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const int e = t + 128 * (i >> lp) + vt * (i & (pm - 1));
+        wv[i] = w && e < dim ? w[e] : 1.0f;
+    }
+}
+
 #endif
