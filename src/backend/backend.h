@@ -206,8 +206,6 @@ long ob_cuda_f16_copy_reads(void);
 long ob_cuda_glu_codes_made(void);
 /* Those of them whose codes a cluster of the launch's blocks made (OB_CUDA_GLU_CLUSTER=1, sm_90+), every backend (tests). */
 long ob_cuda_glu_cluster_launches(void);
-/* Staged matmul launches that computed their input's RMSNorm themselves (OB_CUDA_GV_NORM=1), every backend (tests). */
-long ob_cuda_gv_norm_launches(void);
 /* Nonzero when the current GPU runs this build's sm_90 code (programmatic launch, clusters). */
 int ob_cuda_sm90(void);
 /* Calls of the CUDA backends' download, every backend (tests). */

@@ -512,13 +512,6 @@ static long glu_cluster_launches(void) {
     return 0;
 #endif
 }
-static long gv_norm_launches(void) {
-#ifdef OB_CUDA
-    return ob_cuda_gv_norm_launches();
-#else
-    return 0;
-#endif
-}
 static int cuda_sm90(void) { /* the GPU runs this build's sm_90 code (clusters, programmatic launch) */
 #ifdef OB_CUDA
     return ob_cuda_sm90();
@@ -599,57 +592,6 @@ static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff,
     }
     const ob_weight *ws[] = {&gw, &uw, &dw};
     for (int i = 0; i < 3; i++) g->dealloc(g, (void *)ws[i]->data);
-}
-
-/* One token's RMSNorm made by the staged matmul that reads it (gn: OB_CUDA_GV_NORM=1) against the
- * row kernel before the matmul (g): the norm's output, Q / K / V (V of type2: a second launch reads
- * the output and codes the first wrote), gate / up with the GLU's codes and ffn_down + add after
- * it, and a norm nothing takes (downloaded): the same bits. Rows of dim values. */
-static void check_gv_norm(ob_backend *g, ob_backend *gn, int type, int type2, int64_t dim, int64_t n_ff) {
-    const int64_t shp[6][3] = {{type, dim, dim}, {type, dim, dim / 4}, {type2, dim, dim / 4},
-                               {type, dim, n_ff}, {type, dim, n_ff}, {type, n_ff, dim}};
-    void *wq[6];
-    for (int i = 0; i < 6; i++) wq[i] = random_quantized((int)shp[i][0], shp[i][1], shp[i][2], 0);
-    float *x = randf((size_t)dim, 1.0f), *nw = randf((size_t)dim, 1.0f);
-    enum { Y, Q, K, V, Y2, GATE, O, Y3, NOUT };
-    const int64_t len[NOUT] = {dim, dim, dim / 4, dim / 4, dim, n_ff, dim, dim};
-    float *h[2][NOUT];
-    ob_backend *bs[2] = {g, gn};
-    for (int i = 0; i < 2; i++) {
-        ob_backend *b = bs[i];
-        ob_weight w[6];
-        for (int j = 0; j < 6; j++) w[j] = weight_on(b, (int)shp[j][0], shp[j][1], shp[j][2], wq[j]);
-        void *dx = dev_copy(b, x, (size_t)dim * 4), *dnw = dev_copy(b, nw, (size_t)dim * 4), *up = dev_nan(b, (size_t)n_ff);
-        void *d[NOUT];
-        for (int k = 0; k < NOUT; k++) d[k] = k == O ? dev_copy(b, x, (size_t)dim * 4) : dev_nan(b, (size_t)len[k]);
-        const long l0 = gv_norm_launches();
-        const ob_weight *qkv[3] = {&w[0], &w[1], &w[2]};
-        float *ys[3] = {d[Q], d[K], d[V]};
-        b->rmsnorm(b, dx, dnw, d[Y], 1, (int)dim, 1e-5f);
-        b->matmul_multi(b, qkv, ys, 3, d[Y], 1);
-        b->rmsnorm(b, dx, dnw, d[Y2], 1, (int)dim, 1e-5f);
-        b->matmul_glu(b, OB_ACT_SILU, &w[3], &w[4], d[Y2], d[GATE], up, 1, &w[5]);
-        b->matmul_add(b, &w[5], d[GATE], d[O], 1);
-        b->rmsnorm(b, dx, dnw, d[Y3], 1, (int)dim, 1e-5f);
-        for (int k = 0; k < NOUT; k++) h[i][k] = dev_get(b, d[k], (size_t)len[k]);
-        CHECK_EQ_INT((int)(gv_norm_launches() - l0), i ? 2 : 0);
-        for (int k = 0; k < NOUT; k++) b->dealloc(b, d[k]);
-        void *bufs[] = {dx, dnw, up};
-        for (int k = 0; k < 3; k++) b->dealloc(b, bufs[k]);
-        for (int j = 0; j < 6; j++) b->dealloc(b, (void *)w[j].data);
-    }
-    static const char *const names[NOUT] = {"norm", "q", "k", "v", "norm 2", "glu", "down + add", "norm 3"};
-    for (int k = 0; k < NOUT; k++) {
-        const double dd = max_abs_diff(h[0][k], h[1][k], (size_t)len[k]);
-        if (dd != 0 || ob_test_verbose)
-            fprintf(stderr, "  cuda gv norm %-10s %-7s dim %lld max|diff| %.3g (must be 0)\n", names[k], ob_type_get(type)->name, (long long)dim, dd);
-        CHECK(dd == 0);
-        free(h[0][k]);
-        free(h[1][k]);
-    }
-    for (int i = 0; i < 6; i++) free(wq[i]);
-    free(x);
-    free(nw);
 }
 
 /* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
@@ -1608,18 +1550,6 @@ OB_SUITE(cuda_kernels) {
         CHECK(glu_cluster_launches() - cl0 == want);
         gpu_free(gcl);
     }
-    static const char *const env_gn[] = {"OB_CUDA_GV_NORM", "1", NULL};
-    ob_backend *gnorm = gpu_new_env(env_gn);
-    CHECK(gnorm != NULL);
-    if (gnorm) { /* rows of 2048 values: the row kernel's 1024 threads; fewer: its 256 */
-        check_gv_norm(g, gnorm, OB_TYPE_Q4_0, OB_TYPE_Q4_0, 2048, 8192);
-        check_gv_norm(g, gnorm, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 2816);
-        check_gv_norm(g, gnorm, OB_TYPE_Q4_0, OB_TYPE_Q8_0, 1536, 4096);
-        check_gv_norm(g, gnorm, OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 768, 1536);
-        check_gv_norm(g, gnorm, OB_TYPE_Q8_0, OB_TYPE_Q4_K, 256, 512);
-        check_gv_norm(g, gnorm, OB_TYPE_Q4_0, OB_TYPE_Q4_0, 96, 256);
-        gpu_free(gnorm);
-    }
     test_upload_order(g);
     test_host_dev(g);
     test_angles();
@@ -2295,28 +2225,12 @@ static void test_angles_engine(void) {
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
  * row's sum (OB_CUDA_ROWS_WPRE=0), and with the row kernel letting its successor start once it has
- * read its row (OB_CUDA_ROWS_LATE=1; after its wait by default) or before its wait (=2), and with its
- * blocks alone on their SMs (OB_CUDA_ROWS_ALONE=210): the same logits, bit for bit. */
+ * read its row (OB_CUDA_ROWS_LATE=1; at its start by default): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_LATE", "1", 100, "cuda-rows-late"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_LATE", "1", 100, "cuda-rows-late"));
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_LATE", "2", 100, "cuda-rows-early"));
-    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_LATE", "2", 100, "cuda-rows-early"));
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_ALONE", "210", 100, "cuda-rows-alone"));
-}
-
-/* The engine with one token's RMSNorm made by the matmul that reads it (OB_CUDA_GV_NORM=1): the
- * same logits, bit for bit, and the path ran. */
-static void test_gv_norm_engine(void) {
-    const long l0 = gv_norm_launches();
-    setenv("OB_CUDA_GV_NORM", "1", 1); /* (unset by the second run) */
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GV_NORM", "0", 100, "cuda-gv-norm"));
-    CHECK(gv_norm_launches() > l0);
-    setenv("OB_CUDA_GV_NORM", "1", 1);
-    CHECK(ob_test_same_logits("llama", "q4_k_m", "cuda", "OB_CUDA_GV_NORM", "0", 100, "cuda-gv-norm"));
-    unsetenv("OB_CUDA_GV_NORM");
 }
 
 /* The engine with one token's f16 rows read in place (the default) and staged
@@ -2356,7 +2270,6 @@ OB_SUITE(cuda_golden) {
     test_layer_engine();
     test_rope_attention_engine();
     test_rows_wpre_engine();
-    test_gv_norm_engine();
     test_gv_hold_engine();
     test_gv_direct_engine();
     test_attn_codes_engine();

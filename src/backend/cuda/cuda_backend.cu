@@ -30,18 +30,6 @@ void cu_check_blas(cublasStatus_t e, const char *what) {
 }
 
 static cu_state *st(ob_backend *b) { return (cu_state *)b->priv; }
-/* st(b) for an op that does not take a waiting RMSNorm (s->pn): that one launched first */
-static cu_state *live(ob_backend *b) {
-    cu_state *s = st(b);
-    cu_norm_flush(s);
-    return s;
-}
-/* ... and for a matmul, which takes it where x is its output (one token; cu_gemv decides) */
-static cu_state *live_for(ob_backend *b, const float *x, int n) {
-    cu_state *s = st(b);
-    if (s->pn.on && (s->pn.y != x || n != 1)) cu_norm_flush(s);
-    return s;
-}
 
 /* The int8 activation codes (cu_xq_tag) stay valid only until something may write their source:
  * every op forgets them, except the matmuls, which only read their input (never in place) and
@@ -212,13 +200,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
     const char *rl = getenv("OB_CUDA_ROWS_LATE");
-    s->rows_late = rl && (!strcmp(rl, "1") || !strcmp(rl, "2")) ? rl[0] - '0' : 0;
-    const char *gvn = getenv("OB_CUDA_GV_NORM");
-    s->gv_norm = gvn && !strcmp(gvn, "1");
-    const char *ral = getenv("OB_CUDA_ROWS_ALONE");
-    if (ral && sscanf(ral, "%d,%d", &s->rows_alone_kb, &s->rows_alone_ns) < 1) s->rows_alone_kb = 0;
-    if (s->rows_alone_kb < 0 || s->rows_alone_kb > 227) s->rows_alone_kb = 0;
-    if (s->rows_alone_ns < 0) s->rows_alone_ns = 0;
+    s->rows_late = rl && !strcmp(rl, "1");
     const char *gd = getenv("OB_CUDA_GV_DIRECT");
     /* matrices of at most this many MiB read in place (0: none); larger ones stage (runs 19, 20) */
     const long gdv = gd ? strtol(gd, NULL, 10) : 256;
@@ -278,7 +260,7 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
 }
 
 static void cu_free(ob_backend *b) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     if (!s) return;
     cudaSetDevice(s->dev);
     if (s->stream) cudaStreamSynchronize(s->stream);
@@ -320,12 +302,11 @@ static void *cu_alloc(ob_backend *b, size_t size) {
 
 static void cu_dealloc(ob_backend *b, void *p) {
     if (!p) return;
-    cu_state *s = live(b);
-    cu_f16_copy_forget(s, p);
-    xq_forget(s);       /* a new buffer may take its address */
-    cu_graph_forget(s); /* a recording may name it, and a new buffer may take its address */
-    s->ang_n = 0;       /* likewise RoPE frequency factors the step's angles name */
-    untrack(s, p);
+    cu_f16_copy_forget(st(b), p);
+    xq_forget(st(b)); /* a new buffer may take its address */
+    cu_graph_forget(st(b)); /* a recording may name it, and a new buffer may take its address */
+    st(b)->ang_n = 0;       /* likewise RoPE frequency factors the step's angles name */
+    untrack(st(b), p);
     cudaFree(p);
 }
 
@@ -337,7 +318,7 @@ static void cu_dealloc(ob_backend *b, void *p) {
 static const void *cu_upload(ob_backend *b, const void *host, size_t size) {
     void *p = cu_alloc(b, size + 16);
     if (!p) return NULL;
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     if (cudaMemcpyAsync(p, host, size, cudaMemcpyHostToDevice, s->stream) != cudaSuccess || cudaStreamSynchronize(s->stream) != cudaSuccess) {
         cudaGetLastError();
         cu_dealloc(b, p);
@@ -369,7 +350,7 @@ static long downloads; /* download calls, every backend of the process (tests) *
 extern "C" long ob_cuda_downloads(void) { return __atomic_load_n(&downloads, __ATOMIC_RELAXED); }
 
 static void cu_download(ob_backend *b, void *host, const void *dev, size_t size) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     __atomic_add_fetch(&downloads, 1, __ATOMIC_RELAXED);
     cu_check(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s->stream), "download");
     cu_check(cudaStreamSynchronize(s->stream), "download");
@@ -434,7 +415,7 @@ static const char *mm_name(const cu_state *s, char *buf, size_t cap, const char 
 
 /* matmul, or with add matmul_add */
 static void matmul_op(ob_backend *b, const ob_weight *w, const float *x, float *y, int n, int add) {
-    cu_state *s = add ? live(b) : live_for(b, x, n);
+    cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, add ? "matmul+add" : "matmul", w, w->n_out, n);
     PROF(s, name, (double)w->row_bytes * w->n_out, add ? cu_matmul_add(s, w, x, y, n) : cu_matmul(s, w, x, y, n));
@@ -445,7 +426,7 @@ static void cu_op_matmul(ob_backend *b, const ob_weight *w, const float *x, floa
 static void cu_op_matmul_add(ob_backend *b, const ob_weight *w, const float *x, float *y, int n) { matmul_op(b, w, x, y, n, 1); }
 
 static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
-    cu_state *s = live_for(b, x, n);
+    cu_state *s = st(b);
     char buf[80], op[24];
     double bytes = 0;
     for (int i = 0; i < count; i++) bytes += (double)ws[i]->row_bytes * ws[i]->n_out;
@@ -457,7 +438,7 @@ static void cu_op_matmul_multi(ob_backend *b, const ob_weight *const *ws, float 
 
 static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, const ob_weight *u, const float *x, float *gate,
                              float *up, int n, const ob_weight *out_to) {
-    cu_state *s = live_for(b, x, n);
+    cu_state *s = st(b);
     char buf[80];
     const char *name = mm_name(s, buf, sizeof buf, "matmul+glu", g, g->n_out, n);
     xq_forget_if(s, gate, (size_t)n * g->n_out); /* (before: the op may tag its output's codes) */
@@ -466,7 +447,7 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     const int32_t *d = cu_idx(s, ids, n);
     PROF(s, "get_rows", (double)w->row_bytes * n, cu_get_rows(s, w, d, n, y));
@@ -478,19 +459,19 @@ static void cu_op_rmsnorm(ob_backend *b, const float *x, const float *w, float *
 }
 
 static void cu_op_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     PROF(s, "rmsnorm_act_quant", 4.0 * n * dim, cu_rmsnorm_act_quant(s, x, w, y, n, dim, eps));
 }
 
 static void cu_op_rope(ob_backend *b, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     const int32_t *d = cu_idx(s, pos, n);
     PROF(s, "rope", 4.0 * n * n_head * head_dim, cu_rope(s, x, n, n_head, head_dim, d, r));
 }
 
 static void cu_op_rope_kv(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     ob_attn_args d = *a;
     cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
@@ -499,7 +480,7 @@ static void cu_op_rope_kv(ob_backend *b, const ob_attn_args *a, float *q, float 
 
 static void cu_op_kv_write(ob_backend *b, void *cache, int type, const float *x, int n, int dim, int n_ctx, const int32_t *pos,
                            const int32_t *seq) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     const int32_t *dpos, *dseq;
     cu_idx_ps(s, pos, seq, n, &dpos, &dseq);
@@ -522,7 +503,7 @@ static double attn_bytes(const cu_state *s, const ob_attn_args *a) {
 }
 
 static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     ob_attn_args d = *a;
     cu_idx_ps(s, a->pos, a->seq, a->n, &d.pos, &d.seq);
@@ -530,7 +511,7 @@ static void cu_op_attention(ob_backend *b, const ob_attn_args *a) {
 }
 
 static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     if (!cu_rope_attention_ok(s, a, r)) return 0;
     xq_forget(s);
     ob_attn_args d = *a;
@@ -543,7 +524,7 @@ static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, 
 }
 
 static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     if (!s->layer) return 0;
     ob_layer_args d = *l;
     cu_idx_ps(s, l->attn.pos, l->attn.seq, 1, &d.attn.pos, &d.attn.seq); /* (kept for the ops when the kernel declines) */
@@ -553,50 +534,48 @@ static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
 }
 
 static void cu_op_add(ob_backend *b, float *y, const float *x, size_t n) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     PROF(s, "add", 8.0 * n, cu_add(s, y, x, n));
 }
 static void cu_op_add_bias(ob_backend *b, float *y, const float *bias, int n, int dim) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     PROF(s, "add_bias", 4.0 * n * dim, cu_add_bias(s, y, bias, n, dim));
 }
 static void cu_op_glu(ob_backend *b, ob_act act, float *gate, const float *up, size_t n) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     PROF(s, "glu", 8.0 * n, cu_glu(s, act, gate, up, n));
 }
 static void cu_op_act_quant_i8(ob_backend *b, float *x, int n, int dim) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     PROF(s, "act_quant_i8", 4.0 * n * dim, cu_act_quant_i8(s, x, n, dim));
 }
 
 static void cu_op_copy(ob_backend *b, void *dst, const void *src, size_t size) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     xq_forget(s);
     PROF(s, "copy", (double)size, cu_check_op(s, cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, s->stream), "copy"));
 }
 
 static void cu_op_sync(ob_backend *b) {
-    cu_state *s = live(b);
+    cu_state *s = st(b);
     cu_check(cudaStreamSynchronize(s->stream), "sync");
     cu_prof_harvest(s);
 }
 
 static int cu_op_graph_begin(ob_backend *b, uint64_t key, const int32_t *ids, const int32_t *pos, const int32_t *seq, int n) {
-    cu_state *s = live(b);
-    xq_forget(s);  /* a replay runs no host code: start every step from nothing */
-    s->ang_n = 0;  /* a replay or a recording writes the angles where the host does not see it */
-    return cu_graph_begin(s, key, ids, pos, seq, n);
+    xq_forget(st(b)); /* a replay runs no host code: start every step from nothing */
+    st(b)->ang_n = 0; /* a replay or a recording writes the angles where the host does not see it */
+    return cu_graph_begin(st(b), key, ids, pos, seq, n);
 }
 static void cu_op_step_kind(ob_backend *b, int distinct) { st(b)->step_distinct = distinct; }
 static int cu_op_graph_end(ob_backend *b) {
-    cu_state *s = live(b);
-    xq_forget(s);
-    s->ang_n = 0;
-    return cu_graph_end(s);
+    xq_forget(st(b));
+    st(b)->ang_n = 0;
+    return cu_graph_end(st(b));
 }
 
 extern "C" int ob_cuda_sm90(void) {

@@ -33,7 +33,6 @@
 
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_q8.cuh"
-#include "backend/cuda/cuda_rows.cuh"
 #include "backend/cuda/cuda_stage.cuh"
 
 #define GV_THREADS 128
@@ -101,14 +100,6 @@ struct gv_args {
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
     float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt (or by its cluster's first block) */
     int *ccnt;        /* [n][n_out / 32], 0 between launches (unused by clusters) */
-    /* NORM instances (OB_CUDA_GV_NORM=1, one token): x = RMSNorm(nx) * nw (eps neps) by every block
-     * (rows_norm_block, the row kernel's bits on nvt threads) into shared memory; the first block
-     * also writes x and its codes nq / nxs, for what reads them later */
-    const float *nx, *nw;
-    float neps;
-    int nvt;
-    int8_t *nq;
-    float2 *nxs;
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -471,8 +462,8 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
  * stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
-template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0, int NORM = 0>
-__global__ void __launch_bounds__(GV_THREADS, NORM ? 8 : gv_minb(T, NT, HS, CODES != 0)) k_gv(const gv_args a) {
+template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0>
+__global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
     __shared__ float cv[CODES == GV_CODES_CLUSTER ? RMAX : 1]; /* the block's outputs, for its cluster's codes */
@@ -482,8 +473,6 @@ __global__ void __launch_bounds__(GV_THREADS, NORM ? 8 : gv_minb(T, NT, HS, CODE
     const int r0 = ((int)blockIdx.x - J.first) * a.R, nr = J.n_out - r0 < a.R ? J.n_out - r0 : a.R;
     const int glu = a.ep == GV_GLU, rows = glu ? 2 * nr : nr; /* staged rows: gate rows, then up rows */
     const uint8_t *base0, *base1;
-    const int8_t *xq = a.xq; /* the input's codes (NORM: made here, in shared memory) */
-    const float2 *xs = a.xs;
     if constexpr (DIRECT) {
         base0 = J.W + (size_t)r0 * a.rb;
         base1 = glu ? a.U + (size_t)r0 * a.rb : base0;
@@ -492,20 +481,10 @@ __global__ void __launch_bounds__(GV_THREADS, NORM ? 8 : gv_minb(T, NT, HS, CODE
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
-        float wv[NORM ? 16 : 1];
-        if constexpr (NORM) rows_norm_weights(a.nw, a.n_in, a.nvt, wv);
         base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
         base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
         __pipeline_commit();
         cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-        if constexpr (NORM) {
-            int8_t *q = (int8_t *)(sm + (glu ? 2 : 1) * stride);
-            const bool first = blockIdx.x == 0;
-            rows_norm_block(a.nx, wv, a.n_in, a.nvt, a.neps, q, (float2 *)(q + a.n_in), first ? (float *)a.x : nullptr,
-                            first ? a.nq : nullptr, first ? a.nxs : nullptr);
-            xq = q;
-            xs = (const float2 *)(q + a.n_in);
-        }
         __pipeline_wait_prior(0);
         __syncthreads();
     }
@@ -513,7 +492,7 @@ __global__ void __launch_bounds__(GV_THREADS, NORM ? 8 : gv_minb(T, NT, HS, CODE
     const int tid = threadIdx.x;
     for (int t0 = 0; t0 < a.n; t0 += NT) {
         const int nt = a.n - t0 < NT ? a.n - t0 : NT;
-        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, xq, xs, red);
+        if constexpr (cu_q8_type(T)) gv_rows_q8<T, NT, RMAX, HS>(a, base0, base1, nr, rows, t0, nt, a.xq, a.xs, red);
         else if constexpr (DIRECT > 0) {
             static_assert(NT == 1, "rows in place: one token");
             gv_rows_direct<T, RMAX, DIRECT>(a, base0, base1, nr, rows, red);
@@ -550,8 +529,7 @@ __global__ void __launch_bounds__(GV_THREADS, NORM ? 8 : gv_minb(T, NT, HS, CODE
  * blocks at 8 per SM, so that R doubles, measured mixed: Llama-3.2-1B Q4_0 +1.3%, Q4_K_M -0.5%,
  * BitNet TQ2_0 -0.9%; docs/bench.md, run 6. At most 2, 4 or 8 rows a block where no R fits, which
  * is the output matrix: 0.94x, 0.99x, 1.00x on Llama-3.2-1B Q4_0, run 7.) */
-static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, int *fits = nullptr, bool staged = true,
-                   size_t extra = 0) {
+static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows, int rmax, int *fits = nullptr, bool staged = true) {
     cu_rows_pick *m = s->gv_memo;
     for (int i = 0; i < CU_ROWS_MEMO && m[i].R; i++)
         if (m[i].k == k && m[i].rb == rb && m[i].rows == rows && m[i].weights == weights) {
@@ -564,7 +542,7 @@ static int gv_rows(cu_state *s, const void *k, size_t rb, int weights, long rows
         if (r > 1 && smem > GV_SMEM) break;
         R = r;
         int occ = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem + extra) != cudaSuccess) occ = 1;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, GV_THREADS, smem) != cudaSuccess) occ = 1;
         if ((rows + r - 1) / r <= (long)occ * s->sm_count) {
             fit = 1;
             break;
@@ -597,11 +575,10 @@ static long gv_rows_all(const gv_args &a) {
     return rows;
 }
 
-template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0, int NORM = 0> static void gv_launch(cu_state *s, gv_args &a) {
+template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     const long rows = gv_rows_all(a);
-    const size_t extra = NORM ? (size_t)a.n_in + (size_t)a.n_in / 4 : 0; /* the codes and scales NORM makes */
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT, NORM>, a.rb, weights, rows, RMAX, nullptr, !DIRECT, extra);
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
     int cluster = 0;
     if constexpr (CODES == GV_CODES_CLUSTER) { /* R rounded up to 4 or 8 (gv_cluster_ok: both fit), a cluster 32 / R blocks */
         a.R = a.R <= 4 ? 4 : 8;
@@ -612,9 +589,9 @@ template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0, in
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
-    const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb) + extra;
+    const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
     cu_launch_cl(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, cluster,
-                 k_gv<T, NT, RMAX, HS, CODES, DIRECT, NORM>, a);
+                 k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 
 /* Nonzero when one token's rows of n_in values go to the instance that holds three or four
@@ -636,34 +613,8 @@ extern "C" long ob_cuda_glu_cluster_launches(void) { return __atomic_load_n(&gv_
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
 
-/* Whether the launch a of type T computes the waiting RMSNorm s->pn itself (its input is that
- * norm's output: one token on the instance that holds two sub-blocks a lane, GLU codes by counters
- * if any). */
-template <int T> static bool gv_norm_takes(const cu_state *s, const gv_args &a) {
-    return cu_q8_type(T) && T != OB_TYPE_LEAN4 && s->pn.on && s->pn.y == a.x && a.n == 1 && a.n_in == s->pn.dim &&
-           !(a.cq && s->glu_cluster && gv_cluster_ok(a)) && !(OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, a.n_in));
-}
-
-static long gv_norm_launches; /* launches that computed their input's RMSNorm (OB_CUDA_GV_NORM=1; tests) */
-extern "C" long ob_cuda_gv_norm_launches(void) { return __atomic_load_n(&gv_norm_launches, __ATOMIC_RELAXED); }
-
 template <int T> static void gv_type(cu_state *s, gv_args &a) {
     a.hold = s->gv_hold != 0;
-    if constexpr (cu_q8_type(T))
-        if (gv_norm_takes<T>(s, a)) { /* the codes come from the blocks; the first writes them here too */
-            cu_xq_bufs(s, 1, a.n_in, &a.nq, &a.nxs);
-            a.nx = s->pn.x;
-            a.nw = s->pn.w;
-            a.neps = s->pn.eps;
-            a.nvt = cu_rows_threads(s, a.n_in, 1);
-            s->pn.on = 0;
-            __atomic_add_fetch(&gv_norm_launches, 1, __ATOMIC_RELAXED);
-            if (a.cq) gv_launch<T, 1, 16, 2, GV_CODES_COUNT, 0, 1>(s, a);
-            else gv_launch<T, 1, 16, 2, 0, 0, 1>(s, a);
-            cu_xq_tag(s, a.x, 1, a.n_in);
-            return;
-        }
-    cu_norm_flush(s);
     if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
         int8_t *q;
         float2 *xs;
@@ -868,7 +819,6 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
 }
 
 void cu_gemv_fallback(cu_state *s, const ob_weight *w, const float *x, float *y, int n) {
-    cu_norm_flush(s);
     gv_args a = gv_base(w, x, n, GV_STORE);
     a.job[0] = gv_job_of(w, y);
     a.nj = 1;

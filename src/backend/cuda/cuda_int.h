@@ -147,16 +147,7 @@ typedef struct {
     int rows_wide;         /* row ops on 1024 threads from 2048 values (cuda_ops.cu): 2 all (default), 1 those without a norm
                             * (OB_CUDA_ROWS_WIDE=1, or OB_CUDA_LAYER=1), 0 none (OB_CUDA_ROWS_WIDE=0) */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
-    int rows_late;         /* OB_CUDA_ROWS_LATE=1: the row kernel lets its successor start once it has read its row, =2 before its wait; 0 after */
-    int gv_norm;           /* OB_CUDA_GV_NORM=1: one token's RMSNorm (rows of at most 2048 values) made by the matmul reading it (pn) */
-    struct {               /* the RMSNorm waiting for that matmul (cu_rmsnorm; launched by cu_norm_flush otherwise) */
-        const float *x, *w;
-        float *y;
-        int dim, on;
-        float eps;
-    } pn;
-    int rows_alone_kb;     /* OB_CUDA_ROWS_ALONE=KB[,BLOCKS] (measurement): a decode row kernel's blocks ask that much shared memory, */
-    int rows_alone_ns;     /* so that no staged matmul block shares their SM; at most BLOCKS of them a row (0: as usual) */
+    int rows_late;         /* OB_CUDA_ROWS_LATE=1: the row kernel lets its successor start once it has read its row, not at its start */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
@@ -343,15 +334,8 @@ int cu_mmq_takes(const cu_state *s, const ob_weight *w, int n);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n, const ob_weight *out_to);
 
-/* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device).
- * cu_rmsnorm of one token's row of at most 2048 values with OB_CUDA_GV_NORM=1 launches nothing: it
- * waits in s->pn for the staged matmul reading y, whose blocks compute it (rows_norm_block); every
- * other op first launches it (cu_norm_flush; the matmuls where their input is not y, or their path
- * not that matmul's). */
+/* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
 void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps);
-void cu_norm_flush(cu_state *s);
-/* the row kernel's block size for rows of dim (k_rows: norm or not) */
-int cu_rows_threads(const cu_state *s, int dim, int norm);
 void cu_rope(cu_state *s, float *x, int n, int n_head, int head_dim, const int32_t *pos, const ob_rope *r);
 /* rope of q and k, then kv_write of k and v, as backend.h's rope_kv (a's pos / seq on the device) */
 void cu_rope_kv(cu_state *s, const ob_attn_args *a, float *q, float *k, const float *v, const ob_rope *r);

@@ -182,7 +182,6 @@ static void xrot_forget(cu_state *s) {
 
 static const float *mm_input(cu_state *s, const ob_weight *w, const float *x, int n) {
     if (w->type != OB_TYPE_LEAN4) return x;
-    cu_norm_flush(s); /* (the rotation reads x) */
     size_t need = (size_t)n * (size_t)w->n_in;
     xrot_forget(s); /* (before the buffer may move) */
     cu_reserve(s, (void **)&s->xrot, &s->xrot_cap, need * sizeof(float));
@@ -226,7 +225,6 @@ static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, i
         if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
         return;
     }
-    cu_norm_flush(s); /* (only the staged matmul computes it) */
     if (cu_mmq(s, w, x, y, n, add)) return;
     if (w->type == OB_TYPE_F32) {
         gemm_blas(s, w, w->data, x, CUDA_R_32F, y, n, add);

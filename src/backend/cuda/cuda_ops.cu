@@ -21,23 +21,15 @@
  * thread of 1024). Read after the row's sum instead, they came from HBM (a decode step streams
  * the weights through L2) on the critical path: H200 tg128 +8.7% Llama-3.2-1B Q4_0, +13% BitNet
  * TQ2_0 with them read first (docs/bench.md, run 6). */
-template <int PER, int TH, int REL = 0>
+template <int PER, int TH, bool LATE = false>
 __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
                                                float2 *xs, int slice, int wpre, __half *yh) {
     const size_t i = blockIdx.x;
     const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
-    /* when the next kernel is let go: REL 0 after the wait (cu_dep), 1 once the row is read
-     * (OB_CUDA_ROWS_LATE=1), 2 before the wait (OB_CUDA_ROWS_LATE=2: its staging copies overlap
-     * this kernel's wait as well) */
-    rows_regs<PER, TH == 256 || PER <= 8>(
-        x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL, q ? xs + i * (dim / 32) : NULL, lo, hi,
-        wpre,
-        [] {
-            if constexpr (REL == 2) cu_release();
-            if constexpr (REL == 0) cu_dep();
-            else cu_wait();
-        },
-        yh ? yh + i * dim : NULL, [] { if constexpr (REL == 1) cu_release(); });
+    /* LATE (OB_CUDA_ROWS_LATE=1): the next kernel let go once the row is read, not at the start */
+    rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
+                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { LATE ? cu_wait() : cu_dep(); },
+                                          yh ? yh + i * dim : NULL, [] { if constexpr (LATE) cu_release(); });
 }
 
 /* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
@@ -64,19 +56,6 @@ __global__ void __launch_bounds__(1024) k_rows_long(const float *x, const float 
     }
 }
 
-int cu_rows_threads(const cu_state *s, int dim, int norm) {
-    const int wide = s->rows_wide && dim >= 2048 && (!norm || s->rows_wide == 2);
-    return wide || dim > 256 * 32 ? 1024 : 256;
-}
-
-/* cu_launch with smem bytes of dynamic shared memory the kernel does not use (OB_CUDA_ROWS_ALONE:
- * enough, the SM has no room left for a staged matmul block beside it) */
-template <typename... P, typename... A>
-static void rows_go(cu_state *s, const char *what, dim3 grid, int th, size_t smem, void (*k)(P...), A... args) {
-    if (smem > 48 * 1024) cu_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
-    cu_launch(s, what, grid, th, smem, k, args...);
-}
-
 /* The row ops above for n rows of dim; q / xs: the codes too (dim a multiple of 32, at most
  * CU_QROW_MAX). Blocks of 256 threads up to 8192 values a row with a norm, else 1024 (the same for every call
  * of a row size, so equal rows give equal bits whichever op asked); a decode-sized batch whose y is
@@ -92,7 +71,8 @@ static int rows_launch(cu_state *s, const char *what, const float *x, const floa
      * of the block size, which depends on the row's size only (the same bits for every row op of a
      * size): OB_CUDA_ROWS_WIDE=1 keeps norms on 256 threads up to 8192 values (as the whole-layer
      * kernel, OB_CUDA_LAYER=1, which implies it), =0 every row op */
-    const int th = cu_rows_threads(s, dim, norm), per = (dim + th - 1) / th;
+    const int wide = s->rows_wide && dim >= 2048 && (!norm || s->rows_wide == 2);
+    const int th = wide || dim > 256 * 32 ? 1024 : 256, per = (dim + th - 1) / th;
     if (per > 32) {
         cu_launch(s, what, (unsigned)n, 1024, 0, k_rows_long, x, w, y, dim, eps, norm, aq);
         return 0; /* (no f16 copy from this kernel) */
@@ -103,19 +83,13 @@ static int rows_launch(cu_state *s, const char *what, const float *x, const floa
         if (ns > dim / 256) ns = dim / 256;
         if (ns < 1) ns = 1;
     }
-    size_t smem = 0;
-    if ((s->rows_alone_kb || s->rows_alone_ns) && n <= CU_GEMV_MAX) {
-        smem = (size_t)s->rows_alone_kb * 1024;
-        if (s->rows_alone_ns && ns > s->rows_alone_ns) ns = s->rows_alone_ns;
-    }
     int slice = (dim + ns - 1) / ns;
     slice = (slice + 31) & ~31;
     ns = (dim + slice - 1) / slice;
     const dim3 grid((unsigned)n, (unsigned)ns);
 #define ROWS_K(P, T)                                                                                                                 \
-    (s->rows_late == 1   ? rows_go(s, what, grid, T, smem, k_rows<P, T, 1>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh) \
-     : s->rows_late == 2 ? rows_go(s, what, grid, T, smem, k_rows<P, T, 2>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh) \
-                         : rows_go(s, what, grid, T, smem, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh))
+    (s->rows_late ? cu_launch(s, what, grid, T, 0, k_rows<P, T, true>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh)     \
+                  : cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh))
     if (th == 1024 && per <= 2) ROWS_K(2, 1024);
     else if (th == 1024 && per <= 4) ROWS_K(4, 1024);
     else if (th == 1024 && per <= 8) ROWS_K(8, 1024);
@@ -148,23 +122,7 @@ void cu_quant_rows(cu_state *s, const float *x, int n, int dim, int8_t *q, float
     rows_launch(s, "matmul (quantize activations)", x, NULL, NULL, n, dim, 0.0f, 0, 0, q, xs, NULL);
 }
 
-void cu_norm_flush(cu_state *s) {
-    if (!s->pn.on) return;
-    s->pn.on = 0;
-    rows_op(s, s->pn.x, s->pn.w, s->pn.y, 1, s->pn.dim, s->pn.eps, 1, 0);
-}
-
-void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) {
-    cu_norm_flush(s);
-    /* (rows_op would write no f16 copy: cu_xc_rows is NULL for one token while gemv_copy_max >= 1) */
-    if (s->gv_norm && n == 1 && y != x && dim % 32 == 0 && dim <= 2048 && !s->layer && s->gemv_copy_max >= 1) {
-        s->pn = {x, w, y, dim, 1, eps};
-        cu_xc_tag(s, NULL, 0, 0);
-        cu_xq_tag(s, NULL, 0, 0); /* no codes of y yet */
-        return;
-    }
-    rows_op(s, x, w, y, n, dim, eps, 1, 0);
-}
+void cu_rmsnorm(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) { rows_op(s, x, w, y, n, dim, eps, 1, 0); }
 void cu_act_quant_i8(cu_state *s, float *x, int n, int dim) { rows_op(s, x, NULL, x, n, dim, 0.0f, 0, 1); }
 void cu_rmsnorm_act_quant(cu_state *s, const float *x, const float *w, float *y, int n, int dim, float eps) {
     rows_op(s, x, w, y, n, dim, eps, 1, 1);
