@@ -204,10 +204,6 @@ long ob_cuda_graph_replays(void);
 long ob_cuda_f16_copy_reads(void);
 /* Decode GLU launches that made their output's int8 codes (by default where the launch is one wave; OB_CUDA_GLU_CODES=1 q4_0 gates, =2 every type, =0 off), every backend (tests). */
 long ob_cuda_glu_codes_made(void);
-/* Those of them whose codes a cluster of the launch's blocks made (OB_CUDA_GLU_CLUSTER=1, sm_90+), every backend (tests). */
-long ob_cuda_glu_cluster_launches(void);
-/* Nonzero when the current GPU runs this build's sm_90 code (programmatic launch, clusters). */
-int ob_cuda_sm90(void);
 /* Calls of the CUDA backends' download, every backend (tests). */
 long ob_cuda_downloads(void);
 /* One-token f16 / bf16 products that read their rows in place (calls of at most OB_CUDA_GV_DIRECT MiB, default 256), every backend (tests). */

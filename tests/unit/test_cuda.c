@@ -505,20 +505,6 @@ static long glu_codes_made(void) {
     return 0;
 #endif
 }
-static long glu_cluster_launches(void) {
-#ifdef OB_CUDA
-    return ob_cuda_glu_cluster_launches();
-#else
-    return 0;
-#endif
-}
-static int cuda_sm90(void) { /* the GPU runs this build's sm_90 code (clusters, programmatic launch) */
-#ifdef OB_CUDA
-    return ob_cuda_sm90();
-#else
-    return 0;
-#endif
-}
 static long cuda_downloads(void) {
 #ifdef OB_CUDA
     return ob_cuda_downloads();
@@ -1533,23 +1519,6 @@ OB_SUITE(cuda_kernels) {
         check_glu_codes(gall, OB_TYPE_Q8_0, 2048, 8192, 1);
         gpu_free(gall);
     }
-    /* the codes made by clusters of the launch's blocks (OB_CUDA_GLU_CLUSTER=1): 8 rows a block
-     * (the 1B's gate/up), 4 (rounded up from fewer), and one that cannot (q8_0's 8 rows of 2048
-     * values pass the staging limit: the counters) */
-    static const char *const env_cl[] = {"OB_CUDA_GLU_CODES", "2", "OB_CUDA_GLU_CLUSTER", "1", NULL};
-    ob_backend *gcl = gpu_new_env(env_cl);
-    CHECK(gcl != NULL);
-    if (gcl) {
-        const long cl0 = glu_cluster_launches();
-        check_glu_codes(gcl, OB_TYPE_Q4_0, 2048, 8192, 1);
-        check_glu_codes(gcl, OB_TYPE_Q4_K, 2048, 2816, 1);
-        check_glu_codes(gcl, OB_TYPE_TQ2_0, 768, 1536, 1);
-        const int want = cuda_sm90() ? 3 : 0; /* one token's launch each, where the GPU runs sm_90 code */
-        CHECK(glu_cluster_launches() - cl0 == want);
-        check_glu_codes(gcl, OB_TYPE_Q8_0, 2048, 8192, 1);
-        CHECK(glu_cluster_launches() - cl0 == want);
-        gpu_free(gcl);
-    }
     test_upload_order(g);
     test_host_dev(g);
     test_angles();
@@ -2199,12 +2168,6 @@ static void test_glu_codes_engine(void) {
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     unsetenv("OB_CUDA_GLU_CODES");
     CHECK(glu_codes_made() == made);
-    /* the codes made by clusters (OB_CUDA_GLU_CLUSTER=1) against the counters (the default) */
-    const long cl = glu_cluster_launches();
-    setenv("OB_CUDA_GLU_CLUSTER", "1", 1);
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CLUSTER", "0", 100, "cuda-glu-cluster"));
-    unsetenv("OB_CUDA_GLU_CLUSTER");
-    CHECK(cuda_sm90() ? glu_cluster_launches() > cl : glu_cluster_launches() == cl);
 }
 
 /* The engine with a step's RoPE angles computed once and read by the later layers (the default)
@@ -2224,13 +2187,10 @@ static void test_angles_engine(void) {
 }
 
 /* The engine with RMSNorm's weights read before the row kernel waits (the default) and after the
- * row's sum (OB_CUDA_ROWS_WPRE=0), and with the row kernel letting its successor start once it has
- * read its row (OB_CUDA_ROWS_LATE=1; at its start by default): the same logits, bit for bit. */
+ * row's sum (OB_CUDA_ROWS_WPRE=0): the same logits, bit for bit. */
 static void test_rows_wpre_engine(void) {
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_WPRE", "0", 100, "cuda-rows-wpre"));
-    CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_ROWS_LATE", "1", 100, "cuda-rows-late"));
-    CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_ROWS_LATE", "1", 100, "cuda-rows-late"));
 }
 
 /* The engine with one token's f16 rows read in place (the default) and staged

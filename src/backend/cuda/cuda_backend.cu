@@ -122,7 +122,7 @@ static void cu_idx_ps(cu_state *s, const int32_t *pos, const int32_t *seq, int n
 }
 
 /* Whether the current GPU (compute capability major) runs this build's sm_90 code: programmatic
- * dependent launch and clusters need both the GPU and device code compiled for it (cu_dep is
+ * dependent launch needs both the GPU and device code compiled for it (cu_dep is
  * empty in code compiled for an older architecture, e.g. sm_80 PTX compiled for a Hopper GPU at
  * load; launched with PDL, its kernels would not wait for their predecessors). A one-thread
  * kernel reports the architecture its code was compiled for. */
@@ -199,8 +199,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->rows_wide = rw && !strcmp(rw, "0") ? 0 : (rw && !strcmp(rw, "1")) || s->layer ? 1 : 2;
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
-    const char *rl = getenv("OB_CUDA_ROWS_LATE");
-    s->rows_late = rl && !strcmp(rl, "1");
     const char *gd = getenv("OB_CUDA_GV_DIRECT");
     /* matrices of at most this many MiB read in place (0: none); larger ones stage (runs 19, 20) */
     const long gdv = gd ? strtol(gd, NULL, 10) : 256;
@@ -238,13 +236,12 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
         snprintf(err, errlen, "device 'cuda': cannot start GPU %d (%s): %s", dev, p.name, cudaGetErrorString(e));
         return -1;
     }
-    const char *pdl = getenv("OB_CUDA_PDL"), *gcl = getenv("OB_CUDA_GLU_CLUSTER");
+    const char *pdl = getenv("OB_CUDA_PDL");
     const int sm90 = cu_sm90(p.major);
     if (p.major >= 9 && !sm90)
         fprintf(stderr, "cuda backend: GPU %d (%s) is sm_%d%d but runs this build's code for an older architecture: programmatic "
-                "launch and clusters off (slower; make CUDA=1 builds sm_90 code)\n", dev, p.name, p.major, p.minor);
+                "launch off (slower; make CUDA=1 builds sm_90 code)\n", dev, p.name, p.major, p.minor);
     s->pdl = sm90 && !(pdl && !strcmp(pdl, "0"));
-    s->glu_cluster = sm90 && gcl && !strcmp(gcl, "1");
     for (int i = 0; i < CU_IDX_SLOTS; i++)
         if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
             snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));
@@ -576,15 +573,6 @@ static int cu_op_graph_end(ob_backend *b) {
     xq_forget(st(b));
     st(b)->ang_n = 0;
     return cu_graph_end(st(b));
-}
-
-extern "C" int ob_cuda_sm90(void) {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return cu_sm90(major);
 }
 
 extern "C" int ob_backend_cuda_usable(void) {

@@ -26,7 +26,6 @@
  * rows read in place).
  * Does not own: the cuBLAS path (cuda_matmul.cu), the decoders.
  */
-#include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +57,8 @@
 #endif
 /* Whether type t's bit is set in a type mask (bit 1 << type; the pseudo-types from 64 on: never) */
 static __host__ __device__ constexpr bool gv_in_mask(unsigned long long mask, int t) { return t >= 0 && t < 64 && (mask >> t & 1); }
-/* k_gv's CODES: none, the GLU output's codes by counters (gv_glu_codes), by clusters (gv_glu_codes_cluster) */
-enum { GV_CODES_NONE = 0, GV_CODES_COUNT = 1, GV_CODES_CLUSTER = 2 };
+/* k_gv's CODES: none, the GLU output's codes by counters (gv_glu_codes) */
+enum { GV_CODES_NONE = 0, GV_CODES_COUNT = 1 };
 /* k_gv's min blocks an SM by those options (0: none) */
 static constexpr int gv_minb(int t, int nt, int hs, bool codes) {
     return codes && OB_CUDA_GLU_MINB                                                   ? OB_CUDA_GLU_MINB
@@ -98,8 +97,8 @@ struct gv_args {
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
-    float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt (or by its cluster's first block) */
-    int *ccnt;        /* [n][n_out / 32], 0 between launches (unused by clusters) */
+    float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
+    int *ccnt;        /* [n][n_out / 32], 0 between launches */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -425,29 +424,6 @@ __device__ __forceinline__ void gv_glu_codes(const gv_args &a, const gv_job &J, 
         }
 }
 
-/* The same codes made by a cluster of the launch's blocks (CODES == GV_CODES_CLUSTER,
- * OB_CUDA_GLU_CLUSTER=1, sm_90+; one token): R rows a block, R dividing 32, and the launch in
- * clusters of 32 / R blocks, so that a cluster holds one 32-element block of outputs. Each block
- * keeps its R outputs in shared memory (cv), the cluster waits once, the first block's first warp
- * reads the 32 values from its neighbours' shared memory and makes their codes, and the cluster
- * waits again so that no block leaves while they are read: no fence, no counter and no read back
- * from L2 (docs/cuda.md, item 1). The values are those gv_glu_codes reads, so are the codes. */
-__device__ __forceinline__ void gv_glu_codes_cluster(const gv_args &a, int r0, const float *cv) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
-    cl.sync(); /* every block's outputs in its shared memory */
-    if (cl.block_rank() == 0 && threadIdx.x < 32) { /* r0: the cluster's first row, a multiple of 32 */
-        const int lane = threadIdx.x;
-        const float v = cl.map_shared_rank(cv, (unsigned)(lane / a.R))[lane % a.R];
-        quant_elem(v, r0 + lane, 0.0f, 0.0f, false, a.cq, a.cxs);
-    }
-    cl.sync(); /* the neighbours' shared memory read */
-#else
-    __trap(); /* (the host launches it on sm_90+ only) */
-#endif
-}
-
 /* HS: sub-blocks a lane holds in registers for one token (gv_rows_q8_held): 2, or 4 in the instance
  * gv_hold4 picks for rows of three or four a lane (its own registers). */
 /* L2 prefetches of the n bytes at p, 128 bytes a thread and step (DIRECT: issued before the
@@ -457,16 +433,14 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
 }
 
-/* CODES: the instance that makes a GLU output's codes (GV_CODES_COUNT: gv_glu_codes, or
- * GV_CODES_CLUSTER: gv_glu_codes_cluster; instances of their own, so that the others' registers
- * stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
+/* CODES: the instance that makes a GLU output's codes (GV_CODES_COUNT: gv_glu_codes; an instance
+ * of its own, so that the others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
 template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0>
 __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_gv(const gv_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
-    __shared__ float cv[CODES == GV_CODES_CLUSTER ? RMAX : 1]; /* the block's outputs, for its cluster's codes */
     int j = 0;
     while (j + 1 < a.nj && (int)blockIdx.x >= a.job[j + 1].first) j++;
     const gv_job J = a.job[j];
@@ -512,11 +486,9 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_
                 for (int w = 0; w < GV_THREADS / 32; w++) u += red[w][(nr + r) * NT + t];
                 u *= a.uscale;
             }
-            const float o = gv_out(yp, a.ep, a.relu2, v, u);
-            if constexpr (CODES == GV_CODES_CLUSTER) cv[r] = o;
+            gv_out(yp, a.ep, a.relu2, v, u);
         }
         if constexpr (CODES == GV_CODES_COUNT) gv_glu_codes<NT>(a, J, r0, nr, t0, nt);
-        if constexpr (CODES == GV_CODES_CLUSTER) gv_glu_codes_cluster(a, r0, cv);
         __syncthreads(); /* red is reused by the next token group */
     }
 }
@@ -562,12 +534,6 @@ static int gv_ok(const ob_weight *w, const float *x, int weights) {
     return w->n_in % 8 == 0 && ((uintptr_t)x & 15) == 0 && (size_t)weights * gv_span(w->row_bytes) <= GV_SMEM_MAX;
 }
 
-/* Whether the GLU codes' launch a can run in clusters (gv_glu_codes_cluster): one token, one
- * weight pair of rows in 32-element blocks, 8 rows of each staged in shared memory (R is 4 or 8). */
-static int gv_cluster_ok(const gv_args &a) {
-    return a.n == 1 && a.nj == 1 && a.job[0].n_out % 32 == 0 && 2 * gv_span((size_t)8 * a.rb) <= GV_SMEM;
-}
-
 /* The output rows of a call, every job's. */
 static long gv_rows_all(const gv_args &a) {
     long rows = 0;
@@ -579,19 +545,13 @@ template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> st
     const int weights = a.ep == GV_GLU ? 2 : 1;
     const long rows = gv_rows_all(a);
     a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
-    int cluster = 0;
-    if constexpr (CODES == GV_CODES_CLUSTER) { /* R rounded up to 4 or 8 (gv_cluster_ok: both fit), a cluster 32 / R blocks */
-        a.R = a.R <= 4 ? 4 : 8;
-        cluster = 32 / a.R;
-    }
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
-    cu_launch_cl(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, cluster,
-                 k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
+    cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 
 /* Nonzero when one token's rows of n_in values go to the instance that holds three or four
@@ -607,9 +567,6 @@ static int gv_hold4(int gv_hold, int n_in) {
 /* The bytes of a call's rows (every job's, both weights of a GLU). */
 static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb * (a.ep == GV_GLU ? 2 : 1); }
 
-static long gv_cluster_launches; /* GLU launches whose codes a cluster made (OB_CUDA_GLU_CLUSTER=1; tests) */
-extern "C" long ob_cuda_glu_cluster_launches(void) { return __atomic_load_n(&gv_cluster_launches, __ATOMIC_RELAXED); }
-
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
 
@@ -623,13 +580,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xs = xs;
     }
     if constexpr (cu_q8_type(T))
-        if (a.cq) { /* (cu_gemv_glu asks with one token, not where held4 would take it) */
-            if (s->glu_cluster && gv_cluster_ok(a)) {
-                __atomic_add_fetch(&gv_cluster_launches, 1, __ATOMIC_RELAXED);
-                return gv_launch<T, 1, 16, 2, GV_CODES_CLUSTER>(s, a);
-            }
-            return gv_launch<T, 1, 16, 2, GV_CODES_COUNT>(s, a);
-        }
+        if (a.cq) return gv_launch<T, 1, 16, 2, GV_CODES_COUNT>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)

@@ -147,7 +147,6 @@ typedef struct {
     int rows_wide;         /* row ops on 1024 threads from 2048 values (cuda_ops.cu): 2 all (default), 1 those without a norm
                             * (OB_CUDA_ROWS_WIDE=1, or OB_CUDA_LAYER=1), 0 none (OB_CUDA_ROWS_WIDE=0) */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
-    int rows_late;         /* OB_CUDA_ROWS_LATE=1: the row kernel lets its successor start once it has read its row, not at its start */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
     int attn_split;        /* OB_CUDA_ATTN_SPLIT: blocks per SM from which the decode attention takes one span a token */
@@ -169,7 +168,6 @@ typedef struct {
                             * OB_CUDA_ATTN_GQA_SPLIT=N (64 to 2^20): over N; 0: not cut */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
-    int glu_cluster;       /* OB_CUDA_GLU_CLUSTER=1 (sm_90+): the GLU's codes made by clusters of its blocks (cuda_gemv.cu) */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
     int cap_bad;           /* something not recordable happened during the recording */
@@ -228,38 +226,21 @@ __device__ __forceinline__ void cu_dep() {
     cu_release();
 }
 
-/* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch;
- * cluster > 0 (sm_90+): in clusters of that many blocks along x (grid.x a multiple of it). */
+/* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch. */
 template <typename... P, typename... A>
-static inline void cu_launch_cl(cu_state *s, const char *what, dim3 grid, dim3 block, size_t smem, int cluster, void (*k)(P...),
-                                A... args) {
+static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 block, size_t smem, void (*k)(P...), A... args) {
     cudaLaunchConfig_t c = {};
-    cudaLaunchAttribute at[2];
-    int na = 0;
-    if (s->pdl) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster > 0) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = (unsigned)cluster;
-        at[na].val.clusterDim.y = 1;
-        at[na++].val.clusterDim.z = 1;
-    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
     c.gridDim = grid;
     c.blockDim = block;
     c.dynamicSmemBytes = smem;
     c.stream = s->stream;
     c.attrs = at;
-    c.numAttrs = na;
+    c.numAttrs = s->pdl ? 1 : 0;
     s->launches++;
     cu_check_op(s, cudaLaunchKernelEx(&c, k, args...), what);
-}
-
-/* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch. */
-template <typename... P, typename... A>
-static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 block, size_t smem, void (*k)(P...), A... args) {
-    cu_launch_cl(s, what, grid, block, smem, 0, k, args...);
 }
 
 /* Device copy of host[n] (see cu_idx_slot). */

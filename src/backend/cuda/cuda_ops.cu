@@ -21,15 +21,13 @@
  * thread of 1024). Read after the row's sum instead, they came from HBM (a decode step streams
  * the weights through L2) on the critical path: H200 tg128 +8.7% Llama-3.2-1B Q4_0, +13% BitNet
  * TQ2_0 with them read first (docs/bench.md, run 6). */
-template <int PER, int TH, bool LATE = false>
+template <int PER, int TH>
 __global__ void __launch_bounds__(TH) k_rows(const float *x, const float *w, float *y, int dim, float eps, int norm, int aq, int8_t *q,
                                                float2 *xs, int slice, int wpre, __half *yh) {
     const size_t i = blockIdx.x;
     const int lo = (int)blockIdx.y * slice, hi = lo + slice < dim ? lo + slice : dim;
-    /* LATE (OB_CUDA_ROWS_LATE=1): the next kernel let go once the row is read, not at the start */
     rows_regs<PER, TH == 256 || PER <= 8>(x + i * dim, w, y ? y + i * dim : NULL, dim, eps, norm, aq, q ? q + i * dim : NULL,
-                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { LATE ? cu_wait() : cu_dep(); },
-                                          yh ? yh + i * dim : NULL, [] { if constexpr (LATE) cu_release(); });
+                                          q ? xs + i * (dim / 32) : NULL, lo, hi, wpre, [] { cu_dep(); }, yh ? yh + i * dim : NULL);
 }
 
 /* Rows longer than 32 values per thread of 1024 (no codes: CU_QROW_MAX): one block per row,
@@ -87,9 +85,7 @@ static int rows_launch(cu_state *s, const char *what, const float *x, const floa
     slice = (slice + 31) & ~31;
     ns = (dim + slice - 1) / slice;
     const dim3 grid((unsigned)n, (unsigned)ns);
-#define ROWS_K(P, T)                                                                                                                 \
-    (s->rows_late ? cu_launch(s, what, grid, T, 0, k_rows<P, T, true>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh)     \
-                  : cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh))
+#define ROWS_K(P, T) cu_launch(s, what, grid, T, 0, k_rows<P, T>, x, w, y, dim, eps, norm, aq, q, xs, slice, s->rows_wpre, yh)
     if (th == 1024 && per <= 2) ROWS_K(2, 1024);
     else if (th == 1024 && per <= 4) ROWS_K(4, 1024);
     else if (th == 1024 && per <= 8) ROWS_K(8, 1024);

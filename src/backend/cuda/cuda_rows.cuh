@@ -22,15 +22,13 @@
  * arithmetic as the separate ops. wait() runs before x is read; with WPRE and wpre, the norm's
  * weights are read into registers before it (weights never change: a kernel may read them before
  * it waits for the previous one), else after the row's sum of squares (a second dependent round
- * trip to memory); the same values either way. yh (with yi): y's f16 copy too. rel() runs once the
- * row has been read (after a norm's sum of squares, else after the loads). */
+ * trip to memory); the same values either way. yh (with yi): y's f16 copy too. */
 struct rows_nowait {
     __device__ void operator()() const {}
 };
-template <int PER, bool WPRE = false, typename WAIT = rows_nowait, typename REL = rows_nowait>
+template <int PER, bool WPRE = false, typename WAIT = rows_nowait>
 __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float *yi, int dim, float eps, int norm, int aq, int8_t *qi,
-                                          float2 *xsi, int lo, int hi, int wpre = 0, WAIT wait = WAIT(), __half *yh = nullptr,
-                                          REL rel = REL()) {
+                                          float2 *xsi, int lo, int hi, int wpre = 0, WAIT wait = WAIT(), __half *yh = nullptr) {
     const int bd = blockDim.x, t = threadIdx.x;
     float wv[WPRE ? PER : 1];
     if constexpr (WPRE)
@@ -46,7 +44,6 @@ __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float
 #pragma unroll
         for (int k = 0; k < PER; k++) ss = fmaf(v[k], v[k], ss);
         ss = block_reduce<false>(ss);
-        rel();
         const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
 #pragma unroll
         for (int k = 0; k < PER; k++)
@@ -57,7 +54,6 @@ __device__ __forceinline__ void rows_regs(const float *xi, const float *w, float
                 v[k] = v[k] * inv * wk;
             }
     }
-    else rel();
     if (aq) {
         float mx = 0.0f;
 #pragma unroll
