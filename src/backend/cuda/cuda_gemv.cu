@@ -93,6 +93,7 @@ struct gv_args {
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
     int hold;         /* one token's int8 rows with the lanes' codes held in registers (gv_rows_q8_held) */
+    int up_late;      /* GLU (OB_CUDA_GLU_SPLIT=1): the up rows' copies issued after the wait, the gate rows' before */
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
@@ -455,10 +456,15 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
+        const bool up_late = glu && a.up_late;
         base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-        base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+        base1 = glu && !up_late ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
         __pipeline_commit();
         cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
+        if (up_late) { /* half the bytes in flight while the previous kernel ends */
+            base1 = gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+            __pipeline_commit();
+        }
         __pipeline_wait_prior(0);
         __syncthreads();
     }
@@ -738,6 +744,7 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
+    a.up_late = s->glu_split;
     /* the output's codes for the matmul that reads it next as it is (out_to: ffn_down, not after
      * BitNet's sub-norm), into the second codes buffer (the first holds x's): one token, on the
      * instance that holds two sub-blocks a lane (the held4 one keeps its registers); by default
