@@ -197,8 +197,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     /* the whole-layer kernel's norms sum in the order of its 256-thread blocks: the ops' norms do
      * the same when it is on, so that both paths give the same bits */
     s->rows_wide = rw && !strcmp(rw, "0") ? 0 : (rw && !strcmp(rw, "1")) || s->layer ? 1 : 2;
-    const char *gsp = getenv("OB_CUDA_GLU_SPLIT");
-    s->glu_split = gsp && !strcmp(gsp, "1");
+    const char *gvl = getenv("OB_CUDA_GV_LATE_KB");
+    s->gv_late_kb = gvl ? atoi(gvl) : 4096;
+    if (s->gv_late_kb < 0) s->gv_late_kb = 4096;
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
     const char *gd = getenv("OB_CUDA_GV_DIRECT");

@@ -55,6 +55,15 @@
 #ifndef OB_CUDA_GV_MINB_TYPES
 #define OB_CUDA_GV_MINB_TYPES (1ULL << OB_TYPE_Q8_0 | 1ULL << OB_TYPE_TQ2_0)
 #endif
+/* Build option (measurement; docs/bench.md run 24): a one-token staged launch of OB_CUDA_GV_LATE_KB
+ * (environment, default 4096) to 64 MiB issues this percent of each weight's copies after its
+ * wait, so that fewer bytes are in flight while the previous kernel ends (the GLU's 18.9 MB
+ * delayed the norm before it by about 3 us, run 24). 0 (default): every copy before the wait, the
+ * code as without the option (a runtime switch raised the registers of a third of the
+ * instances). */
+#ifndef OB_CUDA_GV_LATE
+#define OB_CUDA_GV_LATE 0
+#endif
 /* Whether type t's bit is set in a type mask (bit 1 << type; the pseudo-types from 64 on: never) */
 static __host__ __device__ constexpr bool gv_in_mask(unsigned long long mask, int t) { return t >= 0 && t < 64 && (mask >> t & 1); }
 /* k_gv's CODES: none, the GLU output's codes by counters (gv_glu_codes) */
@@ -93,13 +102,13 @@ struct gv_args {
     size_t rb;        /* row bytes (every job's: same type and n_in) */
     int n_in, R, n, ep, relu2;
     int hold;         /* one token's int8 rows with the lanes' codes held in registers (gv_rows_q8_held) */
-    int up_late;      /* GLU (OB_CUDA_GLU_SPLIT=1): the up rows' copies issued after the wait, the gate rows' before */
     const float *x;   /* [n][n_in] */
     const int8_t *xq; /* int8 path: x's codes [n][n_in] and block scales [n][n_in / 32] (cu_quant_rows) */
     const float2 *xs;
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
     float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
     int *ccnt;        /* [n][n_out / 32], 0 between launches */
+    int late;         /* OB_CUDA_GV_LATE builds: this launch issues that percent of its copies after the wait */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -456,14 +465,24 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
-        const bool up_late = glu && a.up_late;
-        base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-        base1 = glu && !up_late ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
-        __pipeline_commit();
-        cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-        if (up_late) { /* half the bytes in flight while the previous kernel ends */
-            base1 = gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+        if constexpr (OB_CUDA_GV_LATE > 0) {
+            const uint8_t *src0 = J.W + (size_t)r0 * a.rb, *src1 = glu ? a.U + (size_t)r0 * a.rb : nullptr;
+            const size_t len = (size_t)nr * a.rb;
+            const int late = a.late ? OB_CUDA_GV_LATE : 0;
+            base0 = gv_stage_part<GV_THREADS>(sm, src0, len, 0, late);
+            base1 = glu ? gv_stage_part<GV_THREADS>(sm + stride, src1, len, 0, late) : base0;
             __pipeline_commit();
+            cu_dep();
+            if (late) { /* the rest of them: fewer bytes in flight while the previous kernel ends */
+                gv_stage_part<GV_THREADS>(sm, src0, len, 1, late);
+                if (glu) gv_stage_part<GV_THREADS>(sm + stride, src1, len, 1, late);
+                __pipeline_commit();
+            }
+        } else {
+            base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+            base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+            __pipeline_commit();
+            cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
         }
         __pipeline_wait_prior(0);
         __syncthreads();
@@ -547,6 +566,9 @@ static long gv_rows_all(const gv_args &a) {
     return rows;
 }
 
+/* The bytes of a call's rows (every job's, both weights of a GLU). */
+static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb * (a.ep == GV_GLU ? 2 : 1); }
+
 template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     const long rows = gv_rows_all(a);
@@ -557,6 +579,8 @@ template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> st
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
+    const size_t bytes = gv_bytes(a); /* (OB_CUDA_GV_LATE builds: one-token launches of OB_CUDA_GV_LATE_KB to 64 MiB) */
+    a.late = OB_CUDA_GV_LATE > 0 && !DIRECT && a.n == 1 && bytes >= ((size_t)s->gv_late_kb << 10) && bytes <= ((size_t)64 << 20);
     cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 
@@ -570,8 +594,6 @@ static int gv_hold4(int gv_hold, int n_in) {
     return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
 
-/* The bytes of a call's rows (every job's, both weights of a GLU). */
-static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb * (a.ep == GV_GLU ? 2 : 1); }
 
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
@@ -744,7 +766,6 @@ int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, 
     a.U = (const uint8_t *)u->data;
     a.uscale = u->scale;
     a.relu2 = relu2;
-    a.up_late = s->glu_split;
     /* the output's codes for the matmul that reads it next as it is (out_to: ffn_down, not after
      * BitNet's sub-norm), into the second codes buffer (the first holds x's): one token, on the
      * instance that holds two sub-blocks a lane (the held4 one keeps its registers); by default

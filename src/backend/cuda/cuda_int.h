@@ -146,7 +146,7 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops on 1024 threads from 2048 values (cuda_ops.cu): 2 all (default), 1 those without a norm
                             * (OB_CUDA_ROWS_WIDE=1, or OB_CUDA_LAYER=1), 0 none (OB_CUDA_ROWS_WIDE=0) */
-    int glu_split;         /* OB_CUDA_GLU_SPLIT=1 (measurement): the staged GLU's up rows copied after its wait (cuda_gemv.cu) */
+    int gv_late_kb;        /* OB_CUDA_GV_LATE_KB (default 4096): the smallest launch the OB_CUDA_GV_LATE build option takes (cuda_gemv.cu) */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
