@@ -208,6 +208,9 @@ long ob_cuda_glu_codes_made(void);
 long ob_cuda_downloads(void);
 /* One-token f16 / bf16 products that read their rows in place (calls of at most OB_CUDA_GV_DIRECT MiB, default 256), every backend (tests). */
 long ob_cuda_gv_direct_launches(void);
+/* One-token staged products that issued part of their weight copies after their wait, every backend (tests), and the percent the build does that with (OB_CUDA_GV_LATE; 0: never). */
+long ob_cuda_gv_late_launches(void);
+int ob_cuda_gv_late_pct(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);
 /* Launches of the grouped attention's fused form that read their step's RoPE angles (OB_CUDA_ANGLES, on by default), every backend (tests). */

@@ -198,8 +198,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
      * the same when it is on, so that both paths give the same bits */
     s->rows_wide = rw && !strcmp(rw, "0") ? 0 : (rw && !strcmp(rw, "1")) || s->layer ? 1 : 2;
     const char *gvl = getenv("OB_CUDA_GV_LATE_KB");
-    s->gv_late_kb = gvl ? atoi(gvl) : 4096;
-    if (s->gv_late_kb < 0) s->gv_late_kb = 4096;
+    char *gvl_end = NULL;
+    const long gvlv = gvl ? strtol(gvl, &gvl_end, 10) : 4096;
+    s->gv_late_kb = gvl && (gvl_end == gvl || *gvl_end || gvlv < 0 || gvlv > (1L << 30)) ? 4096 : (int)gvlv;
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
     const char *gd = getenv("OB_CUDA_GV_DIRECT");

@@ -5,7 +5,8 @@
  *
  * Owns: k_gv. A block of 128 threads owns R consecutive rows of one weight (R of the gate and
  * the same R of the up weight for GLU). It first copies their bytes, one contiguous span per
- * weight, from global to shared memory with 16-byte asynchronous copies, all issued at once (a
+ * weight, from global to shared memory with 16-byte asynchronous copies, all issued at once (in
+ * OB_CUDA_GV_LATE builds part of them after the dependency wait) (a
  * quantized row's blocks are 17-210 bytes and rarely 16-byte aligned: staging makes every
  * global load full width and keeps many loads in flight per SM), then computes from shared
  * memory, looping over token groups (up to NT tokens each) so that a batch reads the weights
@@ -64,6 +65,7 @@
 #ifndef OB_CUDA_GV_LATE
 #define OB_CUDA_GV_LATE 0
 #endif
+static_assert(OB_CUDA_GV_LATE >= 0 && OB_CUDA_GV_LATE <= 100, "OB_CUDA_GV_LATE is a percent");
 /* Whether type t's bit is set in a type mask (bit 1 << type; the pseudo-types from 64 on: never) */
 static __host__ __device__ constexpr bool gv_in_mask(unsigned long long mask, int t) { return t >= 0 && t < 64 && (mask >> t & 1); }
 /* k_gv's CODES: none, the GLU output's codes by counters (gv_glu_codes) */
@@ -566,6 +568,10 @@ static long gv_rows_all(const gv_args &a) {
     return rows;
 }
 
+static long gv_late_launches; /* launches that issued part of their copies after the wait (OB_CUDA_GV_LATE builds; tests) */
+extern "C" long ob_cuda_gv_late_launches(void) { return __atomic_load_n(&gv_late_launches, __ATOMIC_RELAXED); }
+extern "C" int ob_cuda_gv_late_pct(void) { return OB_CUDA_GV_LATE; }
+
 /* The bytes of a call's rows (every job's, both weights of a GLU). */
 static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb * (a.ep == GV_GLU ? 2 : 1); }
 
@@ -581,6 +587,7 @@ template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> st
     const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
     const size_t bytes = gv_bytes(a); /* (OB_CUDA_GV_LATE builds: one-token launches of OB_CUDA_GV_LATE_KB to 64 MiB) */
     a.late = OB_CUDA_GV_LATE > 0 && !DIRECT && a.n == 1 && bytes >= ((size_t)s->gv_late_kb << 10) && bytes <= ((size_t)64 << 20);
+    if (a.late) __atomic_add_fetch(&gv_late_launches, 1, __ATOMIC_RELAXED);
     cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 
@@ -593,7 +600,6 @@ static int gv_hold4(int gv_hold, int n_in) {
     const int nsb = n_in / 32, split = nsb >= GV_SPLIT_SB, sbs = split ? GV_THREADS : 32;
     return (gv_hold == 4 || (gv_hold == 1 && split)) && nsb > 2 * sbs && nsb <= 4 * sbs;
 }
-
 
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }

@@ -21,7 +21,7 @@ __host__ __device__ __forceinline__ size_t gv_span(size_t len) { return (len + 3
 /* Copies bytes [src, src + len) to dst (16-byte aligned) from the 16-byte boundary below src with
  * the TH threads of the block; returns where src's first byte landed. Reads up to 15 bytes on
  * each side of the span, inside the same 16-byte words (uploads are padded: cuda_backend.cu).
- * In two parts where late > 0: part 0 the first (100 - late)% of the 16-byte words, part 1 the
+ * In two parts where late (a percent, 0-100) > 0: part 0 the first (100 - late)% of the 16-byte words, part 1 the
  * rest (issued later: fewer bytes in flight while the previous kernel ends); the same landing. */
 template <int TH> __device__ __forceinline__ const uint8_t *gv_stage_part(uint8_t *dst, const uint8_t *src, size_t len, int part, int late) {
     const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
@@ -38,8 +38,8 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
 enum { GV_STORE, GV_ADD, GV_GLU };
 
 /* Output y of a row from its scaled sum v (GLU: the gate row's, u the up row's): y = act(v) * u
- * (SiLU, or relu^2; k_glu's too), y += v, or y = v; returns what it wrote. */
-__device__ __forceinline__ float gv_out(float *yp, int ep, int relu2, float v, float u) {
+ * (SiLU, or relu^2; k_glu's too), y += v, or y = v. */
+__device__ __forceinline__ void gv_out(float *yp, int ep, int relu2, float v, float u) {
     if (ep == GV_GLU) {
         float act;
         if (!relu2) {
@@ -53,7 +53,6 @@ __device__ __forceinline__ float gv_out(float *yp, int ep, int relu2, float v, f
         v += __ldcg(yp); /* (from L2: other blocks of a persistent kernel wrote it) */
     }
     *yp = v;
-    return v;
 }
 
 #endif
