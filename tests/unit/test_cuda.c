@@ -1513,6 +1513,7 @@ OB_SUITE(cuda_kernels) {
         gpu_free(gq40);
     }
     if (gall) {
+        check_glu_codes(gall, OB_TYPE_Q4_0, 2048, 8192, 1); /* (the 1B's gate / up) */
         check_glu_codes(gall, OB_TYPE_Q4_K, 2048, 2816, 1);
         check_glu_codes(gall, OB_TYPE_Q6_K, 1024, 2048, 1);
         check_glu_codes(gall, OB_TYPE_TQ2_0, 768, 1536, 1);
