@@ -10,8 +10,8 @@
 #   ab VAR "VALUES"      tg128 with VAR at each value, twice alternating
 #   greedy VAR "VALUES"  48 greedy tokens with each value: the output's bytes and md5 (the same
 #                        text: the same argmax; 0 bytes: the run failed)
-#   timeline [VAR=v ...] each kernel of a replayed step with each setting (default X=1: none),
-#                        untraced tok/s beside the traced, as h200_test.sh timeline
+#   timeline [VAR=v ...] each kernel of a replayed step with each setting (default X=1: none):
+#                        bench/cuda/h200_timeline.sh, as h200_test.sh timeline
 # Files: FILES="l1b-Q4_0 bn-tq2_0" (default the first). Logs under $OUT.
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/out}
@@ -40,20 +40,6 @@ greedy)
     for f in $FILES; do for v in $2; do
         env "$1=$v" $B run -m $M/$f.gguf -p "Once upon a time" -n 48 --temp 0 --ignore-eos --device cuda > /tmp/greedy.txt 2>/dev/null
         echo "$1=$v $f bytes $(wc -c < /tmp/greedy.txt) md5 $(md5sum < /tmp/greedy.txt | cut -c1-32)"; done; done | tee "$OUT/greedy-$1.txt" ;;
-timeline)
-    [ $# -gt 0 ] || set -- X=1
-    CU=/usr/local/cuda; LIBC=$(dirname "$(find $CU/lib64/ $CU/extras/CUPTI/ -name 'libcupti.so*' 2>/dev/null | head -1)")
-    if ! g++ -O2 -shared -fPIC -o /tmp/ktrace.so bench/cuda/ktrace.cc -I$CU/include -I$CU/extras/CUPTI/include -L"$LIBC" -lcupti; then
-        [ -f .gpu/kt/ktrace.so ] || { echo "timeline: no CUPTI here and no .gpu/kt"; exit 1; }
-        mkdir -p /tmp/cupti && xz -dc .gpu/kt/libcupti.so.13.xz > /tmp/cupti/libcupti.so.13 && cp .gpu/kt/ktrace.so /tmp/ && LIBC=/tmp/cupti
-    fi
-    for f in $FILES; do for e in "$@"; do
-        env $e $B bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror" | sed "s/^/untraced $e $f /"
-        rm -f /tmp/k-$f.csv
-        env $e LD_LIBRARY_PATH="$LIBC:$LD_LIBRARY_PATH" CUDA_INJECTION64_PATH=/tmp/ktrace.so KTRACE_OUT=/tmp/k-$f.csv \
-            $B bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror|ktrace" | sed "s/^/traced $e $f /"
-        T="$OUT/timeline-$f-$(echo "$e" | tr '=, ' '___').txt"
-        python3 bench/cuda/step_gaps.py /tmp/k-$f.csv 32 > "$T" 2>&1
-        tail -9 "$T"; done; done ;;
+timeline) OUT=$OUT sh bench/cuda/h200_timeline.sh $B "$FILES" "$@" ;;
 *) echo "h200_bin.sh: ab VAR VALUES | greedy VAR VALUES | timeline [VAR=v ...]" ;;
 esac

@@ -137,25 +137,11 @@ steps)
         OB_CUDA_STEP_TIMES=1 ./build/1bit bench -m $M/$f.gguf -p 0 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg128|step times|rror" |
             sed "s/^/$f /"; done | tee $OUT/steps.txt ;;
 timeline)
-    # each kernel of a replayed decode step in place: CUPTI's kernel records through an injection
-    # library (bench/cuda/ktrace.cc; the machine has no Nsight Systems), their durations and the
-    # time from the kernel before each (bench/cuda/step_gaps.py), untraced tok/s beside the traced;
-    # FILES= (default Llama-1B Q4_0 and BitNet TQ2_0), TLENV="VAR=v ..." one trace with each setting
-    # (default X=1: none)
-    # (where the image lacks CUPTI: .gpu/kt/ holds ktrace.so built on the Debian machine and its
-    # libcupti.so.13.xz, the CUDA 13 toolkit's)
-    CU=/usr/local/cuda; LIBC=$(dirname "$(find $CU/lib64/ $CU/extras/CUPTI/ -name 'libcupti.so*' 2>/dev/null | head -1)")
-    if ! g++ -O2 -shared -fPIC -o build/ktrace.so bench/cuda/ktrace.cc -I$CU/include -I$CU/extras/CUPTI/include -L$LIBC -lcupti; then
-        [ -f .gpu/kt/ktrace.so ] || { echo "timeline: no CUPTI here and no .gpu/kt"; exit 1; }
-        mkdir -p /tmp/cupti && xz -dc .gpu/kt/libcupti.so.13.xz > /tmp/cupti/libcupti.so.13 && cp .gpu/kt/ktrace.so build/ && LIBC=/tmp/cupti
-    fi
-    for f in ${FILES:-l1b-Q4_0 bn-tq2_0}; do waitfor $f.gguf; for e in ${TLENV:-X=1}; do
-        env $e ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror" | sed "s/^/untraced $e $f /"
-        env $e LD_LIBRARY_PATH=$LIBC:$LD_LIBRARY_PATH CUDA_INJECTION64_PATH=$PWD/build/ktrace.so KTRACE_OUT=/tmp/k-$f.csv \
-            ./build/1bit bench -m $M/$f.gguf -p 0 -n 64 -r 3 --device cuda 2>&1 | grep -E "tg64|rror|ktrace" | sed "s/^/traced $e $f /"
-        T=$OUT/timeline-$f-$(echo $e | tr '=' '_').txt
-        python3 bench/cuda/step_gaps.py /tmp/k-$f.csv 32 > $T 2>&1
-        tail -9 $T; done; done ;;
+    # each kernel of a replayed decode step in place (bench/cuda/h200_timeline.sh); FILES= (default
+    # Llama-1B Q4_0 and BitNet TQ2_0), TLENV="VAR=v ..." one trace with each setting (default X=1: none)
+    FILES=${FILES:-l1b-Q4_0 bn-tq2_0}
+    for f in $FILES; do waitfor $f.gguf; done
+    OUT=$OUT sh bench/cuda/h200_timeline.sh $PWD/build/1bit "$FILES" ${TLENV:-X=1} ;;
 profile)
     prof() { OB_CUDA_PROFILE=1 ./build/1bit bench -m $M/$1.gguf -p $2 -n 64 -r 1 --device cuda 2>&1 | head -40 | tee $OUT/prof-$1.txt; }
     prof l1b-Q4_0 512

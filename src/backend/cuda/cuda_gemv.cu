@@ -110,7 +110,7 @@ struct gv_args {
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
     float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
     int *ccnt;        /* [n][n_out / 32], 0 between launches */
-    int late;         /* OB_CUDA_GV_LATE builds: this launch issues that percent of its copies after the wait */
+    int late;         /* OB_CUDA_GV_LATE builds: nonzero where this launch issues that percent of its copies after the wait */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -467,7 +467,8 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
-        if constexpr (OB_CUDA_GV_LATE > 0) {
+        if constexpr (OB_CUDA_GV_LATE > 0) { /* (a branch of its own: the default's staging written as this one with a
+                                               * late of 0 changed the registers of 54 of the 163 instances) */
             const uint8_t *src0 = J.W + (size_t)r0 * a.rb, *src1 = glu ? a.U + (size_t)r0 * a.rb : nullptr;
             const size_t len = (size_t)nr * a.rb;
             const int late = a.late ? OB_CUDA_GV_LATE : 0;
