@@ -175,6 +175,10 @@ struct ob_backend {
     /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without
      * doing anything when the backend cannot take this layer (the engine then issues the ops). */
     int (*layer_decode)(ob_backend *b, const ob_layer_args *l);
+    /* Optional (NULL: none), a hint only: ws[0..n_w) (gate, up, down of the layer under way; NULL
+     * entries skipped) are read by later ops of this step of n tokens; the backend may start
+     * loading them into a cache. Results do not change. */
+    void (*prefetch)(ob_backend *b, const ob_weight *const *ws, int n_w, int n);
 
     /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
      * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when
@@ -208,9 +212,6 @@ long ob_cuda_glu_codes_made(void);
 long ob_cuda_downloads(void);
 /* One-token f16 / bf16 products that read their rows in place (calls of at most OB_CUDA_GV_DIRECT MiB, default 256), every backend (tests). */
 long ob_cuda_gv_direct_launches(void);
-/* One-token staged products that issued part of their weight copies after their wait, every backend (tests), and the percent the build does that with (OB_CUDA_GV_LATE; 0: never). */
-long ob_cuda_gv_late_launches(void);
-int ob_cuda_gv_late_pct(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);
 /* Launches of the grouped attention's fused form that read their step's RoPE angles (OB_CUDA_ANGLES, on by default), every backend (tests). */

@@ -5,8 +5,7 @@
  *
  * Owns: k_gv. A block of 128 threads owns R consecutive rows of one weight (R of the gate and
  * the same R of the up weight for GLU). It first copies their bytes, one contiguous span per
- * weight, from global to shared memory with 16-byte asynchronous copies, all issued at once (in
- * OB_CUDA_GV_LATE builds part of them after the dependency wait) (a
+ * weight, from global to shared memory with 16-byte asynchronous copies, all issued at once (a
  * quantized row's blocks are 17-210 bytes and rarely 16-byte aligned: staging makes every
  * global load full width and keeps many loads in flight per SM), then computes from shared
  * memory, looping over token groups (up to NT tokens each) so that a batch reads the weights
@@ -56,16 +55,6 @@
 #ifndef OB_CUDA_GV_MINB_TYPES
 #define OB_CUDA_GV_MINB_TYPES (1ULL << OB_TYPE_Q8_0 | 1ULL << OB_TYPE_TQ2_0)
 #endif
-/* Build option (measurement; docs/bench.md run 24): a one-token staged launch of OB_CUDA_GV_LATE_KB
- * (environment, default 4096) to 64 MiB issues this percent of each weight's copies after its
- * wait, so that fewer bytes are in flight while the previous kernel ends (the GLU's 18.9 MB
- * delayed the norm before it by about 3 us, run 24). 0 (default): every copy before the wait, the
- * code as without the option (a runtime switch raised the registers of a third of the
- * instances). */
-#ifndef OB_CUDA_GV_LATE
-#define OB_CUDA_GV_LATE 0
-#endif
-static_assert(OB_CUDA_GV_LATE >= 0 && OB_CUDA_GV_LATE <= 100, "OB_CUDA_GV_LATE is a percent");
 /* Whether type t's bit is set in a type mask (bit 1 << type; the pseudo-types from 64 on: never) */
 static __host__ __device__ constexpr bool gv_in_mask(unsigned long long mask, int t) { return t >= 0 && t < 64 && (mask >> t & 1); }
 /* k_gv's CODES: none, the GLU output's codes by counters (gv_glu_codes) */
@@ -110,7 +99,6 @@ struct gv_args {
     int8_t *cq;       /* GLU making its codes (cu_gemv_glu): the output's codes [n][n_out] and scales (NULL: none), */
     float2 *cxs;      /* each 32-element block's by the block that completes it, counted in ccnt */
     int *ccnt;        /* [n][n_out / 32], 0 between launches */
-    int late;         /* OB_CUDA_GV_LATE builds: nonzero where this launch issues that percent of its copies after the wait */
 };
 
 /* Staged row r: the first nr rows at base0 (gate or the only weight), the rest at base1 (up). */
@@ -467,26 +455,10 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_
         cu_dep();
     } else {
         const size_t stride = gv_span((size_t)a.R * a.rb);
-        if constexpr (OB_CUDA_GV_LATE > 0) { /* (a branch of its own: the default's staging written as this one with a
-                                               * late of 0 changed the registers of 54 of the 163 instances) */
-            const uint8_t *src0 = J.W + (size_t)r0 * a.rb, *src1 = glu ? a.U + (size_t)r0 * a.rb : nullptr;
-            const size_t len = (size_t)nr * a.rb;
-            const int late = a.late ? OB_CUDA_GV_LATE : 0;
-            base0 = gv_stage_part<GV_THREADS>(sm, src0, len, 0, late);
-            base1 = glu ? gv_stage_part<GV_THREADS>(sm + stride, src1, len, 0, late) : base0;
-            __pipeline_commit();
-            cu_dep();
-            if (late) { /* the rest of them: fewer bytes in flight while the previous kernel ends */
-                gv_stage_part<GV_THREADS>(sm, src0, len, 1, late);
-                if (glu) gv_stage_part<GV_THREADS>(sm + stride, src1, len, 1, late);
-                __pipeline_commit();
-            }
-        } else {
-            base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
-            base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
-            __pipeline_commit();
-            cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
-        }
+        base0 = gv_stage<GV_THREADS>(sm, J.W + (size_t)r0 * a.rb, (size_t)nr * a.rb);
+        base1 = glu ? gv_stage<GV_THREADS>(sm + stride, a.U + (size_t)r0 * a.rb, (size_t)nr * a.rb) : base0;
+        __pipeline_commit();
+        cu_dep(); /* the weights' copies are in flight while the previous kernel ends; the rest reads its output */
         __pipeline_wait_prior(0);
         __syncthreads();
     }
@@ -569,10 +541,6 @@ static long gv_rows_all(const gv_args &a) {
     return rows;
 }
 
-static long gv_late_launches; /* launches that issued part of their copies after the wait (OB_CUDA_GV_LATE builds; tests) */
-extern "C" long ob_cuda_gv_late_launches(void) { return __atomic_load_n(&gv_late_launches, __ATOMIC_RELAXED); }
-extern "C" int ob_cuda_gv_late_pct(void) { return OB_CUDA_GV_LATE; }
-
 /* The bytes of a call's rows (every job's, both weights of a GLU). */
 static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb * (a.ep == GV_GLU ? 2 : 1); }
 
@@ -586,9 +554,6 @@ template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> st
         blocks += (a.job[j].n_out + a.R - 1) / a.R;
     }
     const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
-    const size_t bytes = gv_bytes(a); /* (OB_CUDA_GV_LATE builds: one-token launches of OB_CUDA_GV_LATE_KB to 64 MiB) */
-    a.late = OB_CUDA_GV_LATE > 0 && !DIRECT && a.n == 1 && bytes >= ((size_t)s->gv_late_kb << 10) && bytes <= ((size_t)64 << 20);
-    if (a.late) __atomic_add_fetch(&gv_late_launches, 1, __ATOMIC_RELAXED);
     cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
 

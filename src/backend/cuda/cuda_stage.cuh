@@ -20,18 +20,12 @@ __host__ __device__ __forceinline__ size_t gv_span(size_t len) { return (len + 3
 
 /* Copies bytes [src, src + len) to dst (16-byte aligned) from the 16-byte boundary below src with
  * the TH threads of the block; returns where src's first byte landed. Reads up to 15 bytes on
- * each side of the span, inside the same 16-byte words (uploads are padded: cuda_backend.cu).
- * In two parts where late (a percent, 0-100) > 0: part 0 the first (100 - late)% of the 16-byte words, part 1 the
- * rest (issued later: fewer bytes in flight while the previous kernel ends); the same landing. */
-template <int TH> __device__ __forceinline__ const uint8_t *gv_stage_part(uint8_t *dst, const uint8_t *src, size_t len, int part, int late) {
-    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
-    const int n16 = (int)((a - a0 + len + 15) >> 4), cut = n16 - (int)((long)n16 * late / 100);
-    for (int i = (part ? cut : 0) + threadIdx.x; i < (part ? n16 : cut); i += TH)
-        __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
-    return dst + (a - a0);
-}
+ * each side of the span, inside the same 16-byte words (uploads are padded: cuda_backend.cu). */
 template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *dst, const uint8_t *src, size_t len) {
-    return gv_stage_part<TH>(dst, src, len, 0, 0);
+    const uintptr_t a = (uintptr_t)src, a0 = a & ~(uintptr_t)15;
+    const int n16 = (int)((a - a0 + len + 15) >> 4);
+    for (int i = threadIdx.x; i < n16; i += TH) __pipeline_memcpy_async(dst + 16 * i, (const void *)(a0 + 16 * (size_t)i), 16);
+    return dst + (a - a0);
 }
 
 /* What a decode matmul does with a row's sum: store it, add it (the residual), or GLU. */
