@@ -175,10 +175,6 @@ struct ob_backend {
     /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without
      * doing anything when the backend cannot take this layer (the engine then issues the ops). */
     int (*layer_decode)(ob_backend *b, const ob_layer_args *l);
-    /* Optional (NULL: none), a hint only: ws[0..n_w) (gate, up, down of the layer under way; NULL
-     * entries skipped) are read by later ops of this step of n tokens; the backend may start
-     * loading them into a cache. Results do not change. */
-    void (*prefetch)(ob_backend *b, const ob_weight *const *ws, int n_w, int n);
 
     /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
      * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when

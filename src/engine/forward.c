@@ -309,10 +309,6 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     if (L->bv) be->add_bias(be, c->v, L->bv, n, kvd);
     if (L->q_norm) be->rmsnorm(be, c->q, L->q_norm, c->q, n * hp->n_head, hp->head_dim, hp->eps);
     if (L->k_norm) be->rmsnorm(be, c->k, L->k_norm, c->k, n * hp->n_head_kv, hp->head_dim, hp->eps);
-    if (be->prefetch) { /* the FFN's weights, while attention waits on its memory round trips */
-        const ob_weight *ffn[3] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down};
-        be->prefetch(be, ffn, 3, n);
-    }
     /* a decode step's tokens read no position another token writes: rope, the cache writes and
      * attention may be one backend call */
     if (!(c->distinct && be->rope_attention && be->rope_attention(be, &a, c->q, c->k, c->v, &hp->rope))) {

@@ -53,7 +53,6 @@ struct gq_rope {
     at_codes cd;
     const float *ang_r; /* OB_CUDA_ANGLES (gq_angles_plan): the step's angles [n][n_rot] to read, or NULL; */
     float *ang_w;       /* ... where to write them (the step's first launch), or NULL */
-    cu_pf pf;           /* weights of later ops to load into L2 before the wait (OB_CUDA_PF; n[0] 0: none) */
 };
 
 /* A token's context in spans of whole tiles (the default, OB_CUDA_ATTN_GQA_SPLIT=0 off; +60%
@@ -93,9 +92,6 @@ __global__ void __launch_bounds__(GQ_THREADS) k_attn_gqa(ob_attn_args a, size_t 
     __shared__ int gq_last;
     const int kh = blockIdx.x, i = blockIdx.y, split = blockIdx.z, G = a.n_head / a.n_head_kv;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    if constexpr (FUSED) {
-        if (f.pf.n[0]) cu_pf_issue(f.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x, gridDim.x * gridDim.y * gridDim.z);
-    }
     const int p_last = a.pos[i], np = p_last + 1; /* (the index arrays are copied before the previous kernel) */
     int ns = min(sp.S, (np + sp.min - 1) / sp.min);
     const int per = ((np + ns - 1) / ns + MP_K - 1) / MP_K * MP_K; /* whole tiles a span */
@@ -338,8 +334,7 @@ extern "C" long ob_cuda_gqa_rope_launches(void) { return __atomic_load_n(&gqa_ro
 
 int cu_rope_attention_gqa(cu_state *s, const ob_attn_args *a, const float *k, const float *v, const ob_rope *r) {
     if (!cu_rope_attention_gqa_ok(s, a, r)) return 0;
-    gq_rope f = {k, v, *r, {}, NULL, NULL, s->pf_next};
-    s->pf_next = cu_pf{};
+    gq_rope f = {k, v, *r, {}, NULL, NULL};
     cu_attn_codes(s, a, &f.cd.q, &f.cd.xs);
     gq_angles_plan(s, a, r, &f);
     if (a->head_dim == 64) gq_launch<64, true>(s, a, f);

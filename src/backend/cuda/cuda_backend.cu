@@ -228,8 +228,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->angles = !(an && !strcmp(an, "0"));
     const char *bfu = getenv("OB_CUDA_BLAS_FUSE");
     s->blas_fuse = !bfu ? 2 : !strcmp(bfu, "0") ? 0 : !strcmp(bfu, "1") ? 1 : 2;
-    const char *pf = getenv("OB_CUDA_PF");
-    s->pf = pf ? (int)(strtol(pf, NULL, 10) & 3) : 0;
     const char *mk = getenv("OB_CUDA_ATTN_MK");
     s->attn_mk = !mk ? 2 : !strcmp(mk, "0") ? 0 : !strcmp(mk, "1") ? 1 : 2;
     cu_prof_init(s);
@@ -522,20 +520,6 @@ static int cu_op_rope_attention(ob_backend *b, const ob_attn_args *a, float *q, 
     return 1;
 }
 
-/* backend.h's prefetch: remembered for the next attention launch (OB_CUDA_PF's choice of the
- * layer's weights: gate and up, ffn_down), one-token steps only. */
-static void cu_op_prefetch(ob_backend *b, const ob_weight *const *ws, int n_w, int n) {
-    cu_state *s = st(b);
-    s->pf_next = cu_pf{};
-    if (!s->pf || n != 1 || n_w < 3) return;
-    int k = 0;
-    for (int i = 0; i < 3; i++)
-        if (ws[i] && ws[i]->data && (s->pf >> (i < 2 ? 0 : 1) & 1)) {
-            s->pf_next.p[k] = (const uint8_t *)ws[i]->data;
-            s->pf_next.n[k++] = ws[i]->row_bytes * (size_t)ws[i]->n_out;
-        }
-}
-
 static int cu_op_layer_decode(ob_backend *b, const ob_layer_args *l) {
     cu_state *s = st(b);
     if (!s->layer) return 0;
@@ -642,7 +626,6 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
     b->rope_attention = cu_op_rope_attention;
     b->layer_decode = cu_op_layer_decode;
-    b->prefetch = cu_op_prefetch;
     b->host_alloc = cu_host_alloc;
     b->host_free = cu_host_free;
     b->host_dev = cu_host_dev;

@@ -43,14 +43,6 @@ typedef struct {
 #define GQ_SPAN_MIN 256  /* the grouped decode attention's spans: at most the context over this (cuda_attn_gqa.cu, OB_CUDA_ATTN_GQA_SPLIT) */
 #define CU_GRAPHS 16      /* recorded steps kept (least recently used goes first) */
 
-/* Weights a later op of the step reads, to be loaded into L2 by the blocks of a kernel that runs
- * before it (backend.h's prefetch; OB_CUDA_PF): up to CU_PF_MAX byte ranges, n 0 where unused. */
-#define CU_PF_MAX 3
-typedef struct {
-    const uint8_t *p[CU_PF_MAX];
-    size_t n[CU_PF_MAX];
-} cu_pf;
-
 typedef struct cu_prof cu_prof; /* cuda_prof.cu */
 
 /* A weight's f16 copy for the tensor-core path (cuda_matmul.cu). */
@@ -175,9 +167,6 @@ typedef struct {
     int attn_gqa_split;    /* that kernel cuts long contexts into spans, at most the context over GQ_SPAN_MIN (cuda_attn_gqa.cu);
                             * OB_CUDA_ATTN_GQA_SPLIT=N (64 to 2^20): over N; 0: not cut */
     int attn_mk;           /* the decode attention's instance for the head size with q in registers (2, default), without (OB_CUDA_ATTN_MK=1), the general one (=0) (cuda_attn.cu) */
-    int pf;                /* OB_CUDA_PF (experiment, default 0): a one-token step's attention loads into L2 the weights
-                            * of the layer's gate / up (1), ffn_down (2) or both (3) (prefetch, cuda_attn_gqa.cu) */
-    cu_pf pf_next;         /* the ranges the next attention launch takes (cu_op_prefetch) */
     int pdl;               /* programmatic dependent launches (cu_launch): sm_90+, unless OB_CUDA_PDL=0 */
     cu_graph *cap;         /* the step being recorded, or NULL */
     const int32_t *cap_arr[3]; /* its host index arrays: cu_idx maps them to cap->dev */
@@ -235,23 +224,6 @@ __device__ __forceinline__ void cu_release() {
 __device__ __forceinline__ void cu_dep() {
     cu_wait();
     cu_release();
-}
-
-/* This block's share of pf's ranges, asked of L2 in bulk (Hopper's cp.async.bulk.prefetch, chunks
- * of CU_PF_CHUNK bytes, one a thread at a time; ranges 16-byte aligned, their last partial 16 bytes
- * left out): part of parts blocks. A hint: nothing waits for it, and older GPUs skip it. */
-#define CU_PF_CHUNK 16384
-__device__ __forceinline__ void cu_pf_issue(const cu_pf &pf, unsigned part, unsigned parts) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const size_t t = (size_t)part * blockDim.x + threadIdx.x, nt = (size_t)parts * blockDim.x;
-    for (int r = 0; r < CU_PF_MAX; r++) {
-        const size_t n = pf.n[r] & ~(size_t)15;
-        for (size_t o = t * CU_PF_CHUNK; o < n; o += nt * CU_PF_CHUNK) {
-            const unsigned len = (unsigned)(n - o < CU_PF_CHUNK ? n - o : CU_PF_CHUNK);
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf.p[r] + o), "r"(len) : "memory");
-        }
-    }
-#endif
 }
 
 /* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch. */
