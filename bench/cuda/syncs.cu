@@ -4,7 +4,11 @@
  * against (2) two __syncthreads, in one launch of a grid that fills the GPU (8 blocks of 128
  * threads an SM), per round; (3) one dependent kernel of such a grid in a recorded chain (a CUDA
  * graph of 256 launches, each block reading a value the previous kernel wrote), with programmatic
- * dependent launch as the backend uses it and without. Build: nvcc -O2 -arch=sm_90. */
+ * dependent launch as the backend uses it and without; (4) what a persistent kernel would pay
+ * instead of a launch a phase (docs/cuda.md item 1): phases of one co-resident (cooperative)
+ * launch ordered by counters in global memory, (4a) every block waiting for every block of the
+ * phase before (a matmul reading a whole row), one block an SM and eight, (4b) every block waiting
+ * for one producer block (a norm's row read by a matmul's blocks). Build: nvcc -O2 -arch=sm_90. */
 #include <algorithm>
 #include <cooperative_groups.h>
 #include <cstdio>
@@ -54,6 +58,84 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     if (threadIdx.x == 0) out[blockIdx.x] = in[blockIdx.x] + 1.0f;
+}
+
+
+/* Spins until *p reaches want (or a bound far beyond any phase: then sets *bad and goes on, so a
+ * fault shows as a message, not a hang); thread 0 only. */
+__device__ __forceinline__ void spin_until(const int *p, int want, int *bad) {
+    for (long i = 0; *(const volatile int *)p < want; i++)
+        if (i > (1L << 26)) {
+            atomicExch(bad, 1);
+            return;
+        }
+    __threadfence(); /* (what the producers wrote before their count is visible after it) */
+}
+
+/* (4a) phase r: each block writes its value, counts itself on cnt[r] after a fence, waits for all
+ * blocks' counts, then reads its neighbour's value of that phase. cnt [rounds], zeroed. */
+__global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rounds, int *bad) {
+    float acc = 0.0f;
+    const int nb = gridDim.x, b = blockIdx.x;
+    for (int r = 0; r < rounds; r++) {
+        float *v = val + (size_t)(r & 1) * nb;
+        if (threadIdx.x == 0) {
+            v[b] = acc + (float)b;
+            __threadfence();
+            atomicAdd(&cnt[r], 1);
+            spin_until(&cnt[r], nb, bad);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) acc += *(const volatile float *)&v[(b + 1) % nb];
+    }
+    if (threadIdx.x == 0) val[2 * nb + b] = acc;
+}
+
+/* (4b) phase r: block r % nb writes its value and raises flag[r]; every other block waits for the
+ * flag and reads the value. flag [rounds], zeroed. */
+__global__ void __launch_bounds__(TH) k_phases_one(float *val, int *flag, int rounds, int *bad) {
+    float acc = 0.0f;
+    const int nb = gridDim.x, b = blockIdx.x;
+    for (int r = 0; r < rounds; r++) {
+        if (threadIdx.x == 0) {
+            if (b == r % nb) {
+                val[r & 1] = acc + (float)r;
+                __threadfence();
+                atomicExch(&flag[r], 1);
+            } else {
+                spin_until(&flag[r], 1, bad);
+            }
+            acc += *(const volatile float *)&val[r & 1];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) val[2 + b] = acc;
+}
+
+/* us a phase of kernel k on nb co-resident blocks: the median of 5 (ROUNDS-phase launch less a
+ * 1-phase launch), counters zeroed before each; -1 where a wait ran past its bound */
+static float phase_us(void (*k)(float *, int *, int, int *), int nb, float *val, int *cnt, int *bad) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<float> t;
+    for (int i = 0; i < 6; i++) {
+        float ms[2];
+        for (int w = 0; w < 2; w++) {
+            int rounds = w ? ROUNDS : 1;
+            cudaMemset(cnt, 0, sizeof(int) * ROUNDS);
+            void *args[] = {&val, &cnt, &rounds, &bad};
+            cudaEventRecord(e0);
+            if (cudaLaunchCooperativeKernel((const void *)k, dim3((unsigned)nb), dim3(TH), args, 0, 0) != cudaSuccess) return -2.0f;
+            cudaEventRecord(e1);
+            ms[w] = time_ms(e0, e1);
+        }
+        if (i) t.push_back((ms[1] - ms[0]) / (ROUNDS - 1));
+    }
+    int b = 0;
+    cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost);
+    std::sort(t.begin(), t.end());
+    return b ? -1.0f : t[2] * 1e3f;
 }
 
 int main() {
@@ -116,5 +198,19 @@ int main() {
         CHECK(chain_us(st, CHAIN, &us));
         printf("dependent kernel in a recorded chain (%d blocks, %s): %.3f us\n", blocks, pdl ? "PDL" : "no PDL", us);
     }
+
+    /* (4): phases of one persistent launch (-1: a wait ran past its bound; -2: the cooperative
+     * launch was refused) */
+    int *cnt, *bad;
+    float *val;
+    CHECK(cudaMalloc(&cnt, sizeof(int) * ROUNDS));
+    CHECK(cudaMalloc(&bad, sizeof(int)));
+    CHECK(cudaMemset(bad, 0, sizeof(int)));
+    CHECK(cudaMalloc(&val, sizeof(float) * (blocks * 3 + 2)));
+    for (int per = 1; per <= 8; per *= 8)
+        printf("persistent phase, all blocks wait for all (%d blocks, %d an SM): %.3f us\n", sms * per, per,
+               phase_us(k_phases_all, sms * per, val, cnt, bad));
+    printf("persistent phase, all blocks wait for one (%d blocks): %.3f us\n", blocks, phase_us(k_phases_one, blocks, val, cnt, bad));
+    CHECK(cudaGetLastError());
     return 0;
 }
