@@ -61,11 +61,18 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
 }
 
 
-/* Spins until *p reaches want (or a bound far beyond any phase: then sets *bad and goes on, so a
- * fault shows as a message, not a hang); thread 0 only. */
+/* Spins until *p reaches want, or for at most 100 ms (then sets *bad, and later waits return at
+ * once: a fault shows as a message, not a hang); thread 0 only. */
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 __device__ __forceinline__ void spin_until(const int *p, int want, int *bad) {
-    for (long i = 0; *(const volatile int *)p < want; i++)
-        if (i > (1L << 26)) {
+    if (*(const volatile int *)bad) return;
+    const unsigned long long t0 = now_ns();
+    while (*(const volatile int *)p < want)
+        if (now_ns() - t0 > 100000000ULL) {
             atomicExch(bad, 1);
             return;
         }
