@@ -7,8 +7,10 @@
  * dependent launch as the backend uses it and without; (4) what a persistent kernel would pay
  * instead of a launch a phase (docs/cuda.md item 1): phases of one co-resident (cooperative)
  * launch ordered by counters in global memory, (4a) every block waiting for every block of the
- * phase before (a matmul reading a whole row), one block an SM and eight, (4b) every block waiting
- * for one producer block (a norm's row read by a matmul's blocks). Build: nvcc -O2 -arch=sm_90. */
+ * phase before (a matmul reading a whole row), one block an SM and eight, (4b) rounds of one
+ * producer block read by all the others (a norm's row read by a matmul's blocks), who count
+ * themselves for the next round's producer (the matmul done). The memory system is otherwise
+ * idle, so these are lower bounds for a layer's phases. Build: nvcc -O2 -arch=sm_90. */
 #include <algorithm>
 #include <cooperative_groups.h>
 #include <cstdio>
@@ -61,28 +63,34 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
 }
 
 
-/* Spins until *p reaches want, or for at most 100 ms (then sets *bad, and later waits return at
- * once: a fault shows as a message, not a hang); thread 0 only. */
+/* Spins until *p reaches want, polling first and reading the clock only every 256 polls; after
+ * 100 ms it sets *bad and the block's later waits (dead, a register) return at once, so a fault
+ * shows as a -1, not a hang. Thread 0 only. */
 __device__ __forceinline__ unsigned long long now_ns() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-__device__ __forceinline__ void spin_until(const int *p, int want, int *bad) {
-    if (*(const volatile int *)bad) return;
-    const unsigned long long t0 = now_ns();
-    while (*(const volatile int *)p < want)
-        if (now_ns() - t0 > 100000000ULL) {
-            atomicExch(bad, 1);
-            return;
+__device__ __forceinline__ void spin_until(const int *p, int want, int *bad, bool &dead) {
+    unsigned long long t0 = 0;
+    for (unsigned i = 0; !dead && *(const volatile int *)p < want; i++)
+        if ((i & 255) == 255) {
+            const unsigned long long t = now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > 100000000ULL) {
+                dead = true;
+                atomicExch(bad, 1);
+            }
         }
     __threadfence(); /* (what the producers wrote before their count is visible after it) */
 }
 
 /* (4a) phase r: each block writes its value, counts itself on cnt[r] after a fence, waits for all
- * blocks' counts, then reads its neighbour's value of that phase. cnt [rounds], zeroed. */
+ * blocks' counts, then reads its neighbour's value of that phase (the barrier makes the two
+ * alternating value buffers safe). cnt [2 ROUNDS], zeroed. */
 __global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rounds, int *bad) {
     float acc = 0.0f;
+    bool dead = false;
     const int nb = gridDim.x, b = blockIdx.x;
     for (int r = 0; r < rounds; r++) {
         float *v = val + (size_t)(r & 1) * nb;
@@ -90,7 +98,7 @@ __global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rou
             v[b] = acc + (float)b;
             __threadfence();
             atomicAdd(&cnt[r], 1);
-            spin_until(&cnt[r], nb, bad);
+            spin_until(&cnt[r], nb, bad, dead);
         }
         __syncthreads();
         if (threadIdx.x == 0) acc += *(const volatile float *)&v[(b + 1) % nb];
@@ -98,51 +106,64 @@ __global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rou
     if (threadIdx.x == 0) val[2 * nb + b] = acc;
 }
 
-/* (4b) phase r: block r % nb writes its value and raises flag[r]; every other block waits for the
- * flag and reads the value. flag [rounds], zeroed. */
-__global__ void __launch_bounds__(TH) k_phases_one(float *val, int *flag, int rounds, int *bad) {
+/* (4b) round r, two phases: block r % nb writes the round's value and raises flag r (one to
+ * all: a norm's row), every other block waits for it, reads the value and counts itself on
+ * ack r (all to one: a matmul's blocks done), for which round r + 1's producer waits before it
+ * writes. cnt [2 ROUNDS], zeroed: flags, then acks; val [ROUNDS]: a value a round. */
+__global__ void __launch_bounds__(TH) k_phases_one(float *val, int *cnt, int rounds, int *bad) {
     float acc = 0.0f;
+    bool dead = false;
     const int nb = gridDim.x, b = blockIdx.x;
+    int *flag = cnt, *ack = cnt + ROUNDS;
     for (int r = 0; r < rounds; r++) {
         if (threadIdx.x == 0) {
             if (b == r % nb) {
-                val[r & 1] = acc + (float)r;
+                if (r) spin_until(&ack[r - 1], nb - 1, bad, dead);
+                val[r] = acc + (float)r;
                 __threadfence();
                 atomicExch(&flag[r], 1);
             } else {
-                spin_until(&flag[r], 1, bad);
+                spin_until(&flag[r], 1, bad, dead);
+                acc += *(const volatile float *)&val[r];
+                atomicAdd(&ack[r], 1);
             }
-            acc += *(const volatile float *)&val[r & 1];
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) val[2 + b] = acc;
+    if (threadIdx.x == 0) val[ROUNDS + b] = acc;
 }
 
-/* us a phase of kernel k on nb co-resident blocks: the median of 5 (ROUNDS-phase launch less a
- * 1-phase launch), counters zeroed before each; -1 where a wait ran past its bound */
+/* us a phase (4a) or a round (4b) of kernel k on nb co-resident blocks: the median of 5
+ * (ROUNDS-round launch less a 1-round launch), counters and the fault flag zeroed before each;
+ * -1 where a wait ran past its bound, -2 where the cooperative launch was refused */
 static float phase_us(void (*k)(float *, int *, int, int *), int nb, float *val, int *cnt, int *bad) {
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     std::vector<float> t;
-    for (int i = 0; i < 6; i++) {
+    int fault = 0;
+    for (int i = 0; i < 6 && fault == 0; i++) {
         float ms[2];
-        for (int w = 0; w < 2; w++) {
+        for (int w = 0; w < 2 && fault == 0; w++) {
             int rounds = w ? ROUNDS : 1;
-            cudaMemset(cnt, 0, sizeof(int) * ROUNDS);
+            cudaMemset(cnt, 0, sizeof(int) * 2 * ROUNDS);
+            cudaMemset(bad, 0, sizeof(int));
             void *args[] = {&val, &cnt, &rounds, &bad};
             cudaEventRecord(e0);
-            if (cudaLaunchCooperativeKernel((const void *)k, dim3((unsigned)nb), dim3(TH), args, 0, 0) != cudaSuccess) return -2.0f;
+            if (cudaLaunchCooperativeKernel((const void *)k, dim3((unsigned)nb), dim3(TH), args, 0, 0) != cudaSuccess) fault = -2;
             cudaEventRecord(e1);
             ms[w] = time_ms(e0, e1);
+            int b = 0;
+            cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost);
+            if (b) fault = -1;
         }
-        if (i) t.push_back((ms[1] - ms[0]) / (ROUNDS - 1));
+        if (i && fault == 0) t.push_back((ms[1] - ms[0]) / (ROUNDS - 1));
     }
-    int b = 0;
-    cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (fault) return (float)fault;
     std::sort(t.begin(), t.end());
-    return b ? -1.0f : t[2] * 1e3f;
+    return t[2] * 1e3f;
 }
 
 int main() {
@@ -210,14 +231,15 @@ int main() {
      * launch was refused) */
     int *cnt, *bad;
     float *val;
-    CHECK(cudaMalloc(&cnt, sizeof(int) * ROUNDS));
+    CHECK(cudaMalloc(&cnt, sizeof(int) * 2 * ROUNDS));
     CHECK(cudaMalloc(&bad, sizeof(int)));
-    CHECK(cudaMemset(bad, 0, sizeof(int)));
-    CHECK(cudaMalloc(&val, sizeof(float) * (blocks * 3 + 2)));
+    CHECK(cudaMalloc(&val, sizeof(float) * (blocks * 3 + ROUNDS)));
     for (int per = 1; per <= 8; per *= 8)
         printf("persistent phase, all blocks wait for all (%d blocks, %d an SM): %.3f us\n", sms * per, per,
                phase_us(k_phases_all, sms * per, val, cnt, bad));
-    printf("persistent phase, all blocks wait for one (%d blocks): %.3f us\n", blocks, phase_us(k_phases_one, blocks, val, cnt, bad));
+    for (int per = 1; per <= 8; per *= 8)
+        printf("persistent round, one block's value read by all, then their counts read by the next (%d blocks, %d an SM): %.3f us\n",
+               sms * per, per, phase_us(k_phases_one, sms * per, val, cnt, bad));
     CHECK(cudaGetLastError());
     return 0;
 }
