@@ -12,11 +12,19 @@
 #                        text: the same argmax; 0 bytes: the run failed)
 #   timeline [VAR=v ...] each kernel of a replayed step with each setting (default X=1: none):
 #                        bench/cuda/h200_timeline.sh, as h200_test.sh timeline
+#   test                 `make test-cuda` without the build: the CUDA suites of a test_unit built
+#                        here the same way, carried as .gpu/bin/test_unit.xz (strip -o /tmp/tu
+#                        build/test_unit && xz -c /tmp/tu > .gpu/bin/test_unit.xz); no models made
 # Files: FILES="l1b-Q4_0 bn-tq2_0" (default the first). Logs under $OUT.
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/deps /tmp/m && tar xJf .gpu/deps.tar.xz -C /tmp/deps || exit 1
 export LD_LIBRARY_PATH=/tmp/deps/lib
+if [ "$1" = test ]; then # (the suites make their own models from tests/golden, in process)
+    xz -dc .gpu/bin/test_unit.xz > /tmp/test_unit && chmod +x /tmp/test_unit || { echo "h200_bin.sh: no .gpu/bin/test_unit.xz"; exit 1; }
+    /tmp/test_unit cuda_host cuda_kernels cuda_golden 2>&1 | grep -v "convert: wrote" | tee "$OUT/test-cuda.log" | tail -6
+    exit 0
+fi
 B=/tmp/1bit
 xz -dc .gpu/bin/1bit.xz > $B && chmod +x $B || { echo "h200_bin.sh: no .gpu/bin/1bit.xz"; exit 1; }
 M=/tmp/m
@@ -41,5 +49,5 @@ greedy)
         env "$1=$v" $B run -m $M/$f.gguf -p "Once upon a time" -n 48 --temp 0 --ignore-eos --device cuda > /tmp/greedy.txt 2>/dev/null
         echo "$1=$v $f bytes $(wc -c < /tmp/greedy.txt) md5 $(md5sum < /tmp/greedy.txt | cut -c1-32)"; done; done | tee "$OUT/greedy-$1.txt" ;;
 timeline) OUT=$OUT sh bench/cuda/h200_timeline.sh $B "$FILES" "$@" ;;
-*) echo "h200_bin.sh: ab VAR VALUES | greedy VAR VALUES | timeline [VAR=v ...]" ;;
+*) echo "h200_bin.sh: ab VAR VALUES | greedy VAR VALUES | timeline [VAR=v ...] | test" ;;
 esac
