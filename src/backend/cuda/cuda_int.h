@@ -211,19 +211,11 @@ void cu_check_blas(cublasStatus_t e, const char *what);
  * go only here, after the wait: letting it go at the start of every kernel, so that a chain of
  * kernels waits resident ahead of the running one, was slower (tg128 -7% Llama-3.2-1B Q4_0, -8%
  * Q4_K_M, -12% BitNet-2B TQ2_0; docs/cuda.md). */
-__device__ __forceinline__ void cu_wait() {
+__device__ __forceinline__ void cu_dep() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cu_release() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-__device__ __forceinline__ void cu_dep() {
-    cu_wait();
-    cu_release();
 }
 
 /* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch. */
