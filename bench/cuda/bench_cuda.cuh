@@ -1,5 +1,6 @@
 /* bench_cuda.cuh — what the standalone CUDA measurements under bench/cuda share: a checked call
- * that ends main with a message, and an event pair's elapsed time. */
+ * that ends main with a message, an event pair's elapsed time, a recorded chain's time a link, and
+ * a bounded spin on a counter in global memory. */
 #ifndef BENCH_CUDA_CUH
 #define BENCH_CUDA_CUH
 #include <algorithm>
@@ -56,6 +57,27 @@ static cudaError_t chain_us(cudaStream_t st, int links, float *us) {
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     return e;
+}
+
+/* For a bounded wait's poll i (from 0): every 256 polls reads the clock; past 100 ms since the
+ * first reading it sets dead (a register: the thread's later waits return at once) and *bad, so a
+ * fault shows in the result, not as a hang. */
+__device__ __forceinline__ void poll_bound(unsigned i, unsigned long long &t0, int *bad, bool &dead) {
+    if ((i & 255) != 255) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (!t0) t0 = t;
+    else if (t - t0 > 100000000ULL) {
+        dead = true;
+        atomicExch(bad, 1);
+    }
+}
+
+/* Spins (bounded) until *p reaches want. Thread 0 only. */
+__device__ __forceinline__ void spin_until(const int *p, int want, int *bad, bool &dead) {
+    unsigned long long t0 = 0;
+    for (unsigned i = 0; !dead && *(const volatile int *)p < want; i++) poll_bound(i, t0, bad, dead);
+    __threadfence(); /* (what the producers wrote before their count is visible after it) */
 }
 
 #endif

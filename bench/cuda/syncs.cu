@@ -63,28 +63,6 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
 }
 
 
-/* Spins until *p reaches want, polling first and reading the clock only every 256 polls; after
- * 100 ms it sets *bad and the block's later waits (dead, a register) return at once, so a fault
- * shows as a -1, not a hang. Thread 0 only. */
-__device__ __forceinline__ unsigned long long now_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ void spin_until(const int *p, int want, int *bad, bool &dead) {
-    unsigned long long t0 = 0;
-    for (unsigned i = 0; !dead && *(const volatile int *)p < want; i++)
-        if ((i & 255) == 255) {
-            const unsigned long long t = now_ns();
-            if (!t0) t0 = t;
-            else if (t - t0 > 100000000ULL) {
-                dead = true;
-                atomicExch(bad, 1);
-            }
-        }
-    __threadfence(); /* (what the producers wrote before their count is visible after it) */
-}
-
 /* (4a) phase r: each block writes its value, counts itself on cnt[r] after a fence, waits for all
  * blocks' counts, then reads its neighbour's value of that phase (the barrier makes the two
  * alternating value buffers safe). cnt [2 ROUNDS], zeroed. */
