@@ -28,11 +28,15 @@
 #define NKV 8
 #define HD 64
 #define NL 16
-#define NCW 8 /* consumer warps */
+#ifndef NCW
+#define NCW 8 /* consumer warps (-DNCW=16: another build) */
+#endif
 #define NCT (NCW * 32)
 #define TH (NCT + 32) /* and the producer warp */
-#define NS 11         /* ring slots */
-#define SLOT 18432    /* 16 rows of 2048 Q4_0 values, 4 of 8192 */
+#ifndef NS
+#define NS 11 /* ring slots */
+#endif
+#define SLOT 18432 /* 16 rows of 2048 Q4_0 values, 4 of 8192 */
 #define MAXT 1024
 
 enum { M_QKV, M_WO, M_GU, M_DOWN, NM };            /* the matrices, in a block's stream order */
@@ -478,7 +482,7 @@ int main(int argc, char **argv) {
         finite &= std::isfinite(xr[i]);
         dmax = std::max(dmax, std::fabs(xr[i] - xp[i]));
     }
-    printf("persist check (T %d, %d blocks): %s (%d of %d values differ, at most by %g; %s, x[0] %g / %g)\n", T, nb,
+    printf("persist check (T %d, %d blocks, %d consumer warps, %d slots): %s (%d of %d values differ, at most by %g; %s, x[0] %g / %g)\n", T, nb, NCW, NS,
            bad ? "A WAIT RAN PAST ITS BOUND" : diff ? "MISMATCH" : "bit for bit", diff, D, dmax,
            finite ? "finite" : "NOT FINITE", xr[0], xp[0]);
 
