@@ -7,7 +7,8 @@
  * dependent launch as the backend uses it and without; (4) what a persistent kernel would pay
  * instead of a launch a phase (docs/cuda.md item 1): phases of one co-resident (cooperative)
  * launch ordered by counters in global memory, (4a) every block waiting for every block of the
- * phase before (a matmul reading a whole row), one block an SM and eight, (4b) rounds of one
+ * phase before (a matmul reading a whole row), one block an SM and eight (and at one an SM, with
+ * release / acquire operations in place of full fences), (4b) rounds of one
  * producer block read by all the others (a norm's row read by a matmul's blocks), who count
  * themselves for the next round's producer (the matmul done). The memory system is otherwise
  * idle, so these are lower bounds for a layer's phases. Build: nvcc -O2 -arch=sm_90. */
@@ -63,10 +64,13 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
 }
 
 
-/* (4a) phase r: each block writes its value, counts itself on cnt[r] after a fence, waits for all
- * blocks' counts, then reads its neighbour's value of that phase (the barrier makes the two
- * alternating value buffers safe). cnt [2 ROUNDS], zeroed. */
-__global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rounds, int *bad) {
+/* (4a) phase r: each block writes its value, counts itself on cnt[r], waits for all blocks'
+ * counts, then reads its neighbour's value of that phase (the barrier makes the two alternating
+ * value buffers safe). cnt [2 ROUNDS], zeroed. How the count is ordered after the write and the
+ * reads after the wait, by SYNC: 0 a full fence (__threadfence) and atomicAdd, volatile polls and
+ * a full fence; 1 red.release.gpu and ld.acquire.gpu polls; 2 red.release.gpu, volatile polls and
+ * fence.acq_rel.gpu. */
+template <int SYNC> __global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rounds, int *bad) {
     float acc = 0.0f;
     bool dead = false;
     const int nb = gridDim.x, b = blockIdx.x;
@@ -74,9 +78,22 @@ __global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rou
         float *v = val + (size_t)(r & 1) * nb;
         if (threadIdx.x == 0) {
             v[b] = acc + (float)b;
-            __threadfence();
-            atomicAdd(&cnt[r], 1);
-            spin_until(&cnt[r], nb, bad, dead);
+            if (SYNC == 0) {
+                __threadfence();
+                atomicAdd(&cnt[r], 1);
+                spin_until(&cnt[r], nb, bad, dead);
+            } else {
+                asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(&cnt[r]) : "memory");
+                unsigned long long t0 = 0;
+                for (unsigned i = 0; !dead; i++) {
+                    int c;
+                    if (SYNC == 1) asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(c) : "l"(&cnt[r]) : "memory");
+                    else c = *(const volatile int *)&cnt[r];
+                    if (c >= nb) break;
+                    poll_bound(i, t0, bad, dead);
+                }
+                if (SYNC == 2) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) acc += *(const volatile float *)&v[(b + 1) % nb];
@@ -214,7 +231,9 @@ int main() {
     CHECK(cudaMalloc(&val, sizeof(float) * (blocks * 3 + ROUNDS)));
     for (int per = 1; per <= 8; per *= 8)
         printf("persistent phase, all blocks wait for all (%d blocks, %d an SM): %.3f us\n", sms * per, per,
-               phase_us(k_phases_all, sms * per, val, cnt, bad));
+               phase_us(k_phases_all<0>, sms * per, val, cnt, bad));
+    printf("the same, %d blocks, release add and acquire polls: %.3f us; release add, polls, acq_rel fence: %.3f us\n",
+           sms, phase_us(k_phases_all<1>, sms, val, cnt, bad), phase_us(k_phases_all<2>, sms, val, cnt, bad));
     for (int per = 1; per <= 8; per *= 8)
         printf("persistent round, one block's value read by all, then their counts read by the next (%d blocks, %d an SM): %.3f us\n",
                sms * per, per, phase_us(k_phases_one, sms * per, val, cnt, bad));
