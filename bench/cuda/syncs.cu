@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(TH) k_link(const float *in, float *out) {
  * value buffers safe). cnt [2 ROUNDS], zeroed. How the count is ordered after the write and the
  * reads after the wait, by SYNC: 0 a full fence (__threadfence) and atomicAdd, volatile polls and
  * a full fence; 1 red.release.gpu and ld.acquire.gpu polls; 2 red.release.gpu, volatile polls and
- * fence.acq_rel.gpu. */
+ * fence.acq_rel.gpu; 3 no counter: each block raises its own flag (st.release.gpu of r + 1 in
+ * cnt[b]) and its threads poll every block's flag (ld.acquire.gpu), a flag a thread. */
 template <int SYNC> __global__ void __launch_bounds__(TH) k_phases_all(float *val, int *cnt, int rounds, int *bad) {
     float acc = 0.0f;
     bool dead = false;
@@ -78,7 +79,9 @@ template <int SYNC> __global__ void __launch_bounds__(TH) k_phases_all(float *va
         float *v = val + (size_t)(r & 1) * nb;
         if (threadIdx.x == 0) {
             v[b] = acc + (float)b;
-            if (SYNC == 0) {
+            if (SYNC == 3) {
+                asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(&cnt[b]), "r"(r + 1) : "memory");
+            } else if (SYNC == 0) {
                 __threadfence();
                 atomicAdd(&cnt[r], 1);
                 spin_until(&cnt[r], nb, bad, dead);
@@ -95,6 +98,16 @@ template <int SYNC> __global__ void __launch_bounds__(TH) k_phases_all(float *va
                 if (SYNC == 2) asm volatile("fence.acq_rel.gpu;" ::: "memory");
             }
         }
+        if (SYNC == 3) /* every block's flag, a thread a flag */
+            for (int f = threadIdx.x; f < nb; f += TH) {
+                unsigned long long t0 = 0;
+                for (unsigned i = 0; !dead; i++) {
+                    int c;
+                    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(c) : "l"(&cnt[f]) : "memory");
+                    if (c > r) break;
+                    poll_bound(i, t0, bad, dead);
+                }
+            }
         __syncthreads();
         if (threadIdx.x == 0) acc += *(const volatile float *)&v[(b + 1) % nb];
     }
@@ -234,6 +247,9 @@ int main() {
                phase_us(k_phases_all<0>, sms * per, val, cnt, bad));
     printf("the same, %d blocks, release add and acquire polls: %.3f us; release add, polls, acq_rel fence: %.3f us\n",
            sms, phase_us(k_phases_all<1>, sms, val, cnt, bad), phase_us(k_phases_all<2>, sms, val, cnt, bad));
+    for (int per = 1; per <= 8; per *= 8)
+        printf("the same with a flag a block, every flag polled (%d blocks, %d an SM): %.3f us\n", sms * per, per,
+               phase_us(k_phases_all<3>, sms * per, val, cnt, bad));
     for (int per = 1; per <= 8; per *= 8)
         printf("persistent round, one block's value read by all, then their counts read by the next (%d blocks, %d an SM): %.3f us\n",
                sms * per, per, phase_us(k_phases_one, sms * per, val, cnt, bad));
