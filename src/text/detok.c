@@ -252,9 +252,11 @@ static int cleanup(tlist *o, const char *s, size_t n, ob_strbuf *t1, ob_strbuf *
 
 /* at_start: the list begins at the first token of the text (a streaming window that does not is
  * decoded as the continuation it is: no first-token rules). joined: an earlier step (Fuse,
- * ByteLevel) made the list one string, so Strip's start is the text's start. */
+ * ByteLevel) made the list one string, so Strip's start is the text's start: it takes at most
+ * strip_left characters there (fewer than its start count where a stream's dropped windows took
+ * some, 0 once text is out) and says in *took how many it took. */
 static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, tlist *o, ob_strbuf *t1, ob_strbuf *t2,
-                    void *md, int at_start, int joined) {
+                    void *md, int at_start, int joined, int strip_left, int *took) {
     size_t n;
     o->n = 0;
     o->text.n = 0;
@@ -334,7 +336,10 @@ static int step_run(const ob_tokenizer_t *t, const dstep *st, const tlist *in, t
         case D_STRIP: {
             /* at most x leading and y trailing characters equal to the content character */
             size_t a = 0, b = n;
-            for (int q = 0; q < st->x && (at_start || !joined) && b - a >= st->a_len && memcmp(s + a, st->a, st->a_len) == 0; q++) a += st->a_len;
+            const int lim = joined ? strip_left : st->x;
+            int q = 0;
+            for (; q < lim && b - a >= st->a_len && memcmp(s + a, st->a, st->a_len) == 0; q++) a += st->a_len;
+            if (joined) *took = q;
             for (int q = 0; q < st->y && b - a >= st->a_len && memcmp(s + b - st->a_len, st->a, st->a_len) == 0; q++)
                 b -= st->a_len;
             if (tl_put(o, s + a, b - a)) return -1;
@@ -377,6 +382,10 @@ typedef struct {
     tlist a, b;
     ob_strbuf t1, t2;
     void *md;
+    /* a stream's text start: text_out once a chunk was emitted; each step's characters that its
+     * dropped windows' joined Strips took (done) and that the last decode's took (took) */
+    int text_out;
+    int strip_done[MAX_DSTEPS], strip_took[MAX_DSTEPS];
 } dscratch;
 
 static void ds_free(dscratch *d) {
@@ -386,7 +395,8 @@ static void ds_free(dscratch *d) {
 }
 
 /* The decode of ids into out (replaced); at_start: ids begin the text (see step_run). Sets
- * *kept (when not NULL) to whether any id made it into the token list. */
+ * *kept (when not NULL) to whether the ids used up the first-token rules: a tokenizer.json's when
+ * any id made it into the token list, a GGUF's at its first non-empty piece. */
 static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, ob_strbuf *out,
                        dscratch *d, int at_start, int *kept) {
     out->n = 0;
@@ -413,13 +423,15 @@ static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, in
             if (tl_put(cur, p, l)) return -1;
         }
     }
-    if (kept) *kept = cur->n > 0;
+    if (kept) *kept = t->hf ? cur->n > 0 : !first;
+    memset(d->strip_took, 0, sizeof d->strip_took);
     if (t->hf && t->decoder) {
         if (!d->md && !(d->md = ob_regex_md_new())) return -1;
         int joined = 0;
         for (int k = 0; k < t->decoder->n; k++) {
             const dstep *st = &t->decoder->step[k];
-            if (step_run(t, st, cur, nxt, &d->t1, &d->t2, d->md, at_start, joined)) return -1;
+            const int left = d->text_out ? 0 : st->x - d->strip_done[k];
+            if (step_run(t, st, cur, nxt, &d->t1, &d->t2, d->md, at_start, joined, left, &d->strip_took[k])) return -1;
             joined |= st->kind == D_FUSE || st->kind == D_BYTELEVEL;
             tlist *x = cur; cur = nxt; nxt = x;
         }
@@ -497,12 +509,17 @@ const char *ob_detok_push(ob_detok_t *s, int32_t id, size_t *len) {
     if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, &kept)) return NULL;
     /* a full window gives up waiting for the rest of a character (it stays U+FFFD) */
     if (s->chunk.n == 0 || (ends_incomplete(&s->chunk) && s->n_ids < OB_DETOK_WINDOW)) {
-        if (s->n_ids == OB_DETOK_WINDOW) s->n_ids = 0, s->at_start &= !kept;   /* decoded to nothing */
+        if (s->n_ids == OB_DETOK_WINDOW) { /* decoded to nothing: dropped, what its Strips took stays taken */
+            for (int k = 0; k < MAX_DSTEPS; k++) s->d.strip_done[k] += s->d.strip_took[k];
+            s->n_ids = 0;
+            s->at_start &= !kept;
+        }
         s->chunk.n = 0;
         return s->chunk.p ? s->chunk.p : "";
     }
     s->n_ids = 0;
     s->at_start &= !kept;
+    s->d.text_out = 1;
     *len = s->chunk.n;
     return s->chunk.p;
 }
@@ -513,6 +530,8 @@ const char *ob_detok_flush(ob_detok_t *s, size_t *len) {
     if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, NULL)) return NULL;
     s->n_ids = 0;
     s->at_start = 1;
+    s->d.text_out = 0;
+    memset(s->d.strip_done, 0, sizeof s->d.strip_done);
     *len = s->chunk.n;
     return s->chunk.p ? s->chunk.p : "";
 }

@@ -287,6 +287,64 @@ static void test_refusals(void) {
     CHECK(ob_tokenizer_load("tests/tokenizers/no-such-file.json", &t, err, sizeof err) != 0 && strstr(err, "no-such-file"));
 }
 
+/* The stream of ids (chunks from ob_detok_push, then the flush) against the full decode: the
+ * same text; the chunks into *got (NUL-terminated, at most cap - 1 bytes). */
+static int stream_same(const ob_tokenizer_t *t, const int32_t *ids, int n, int skip, char *got, size_t cap) {
+    int dl = 0;
+    char *d = dec(t, ids, n, skip, &dl);
+    ob_detok_t *st = ob_detok_new(t, skip);
+    size_t al = 0, cl;
+    int ok = d && st;
+    for (int k = 0; ok && k <= n; k++) {
+        const char *c = k < n ? ob_detok_push(st, ids[k], &cl) : ob_detok_flush(st, &cl);
+        if (!c || al + cl >= cap) { ok = 0; break; }
+        memcpy(got + al, c, cl);
+        al += cl;
+    }
+    got[ok ? al : 0] = 0;
+    ok = ok && al == (size_t)dl && memcmp(got, d, al) == 0;
+    free(d);
+    ob_detok_free(st);
+    return ok;
+}
+
+/* Fuzz finding (2026-12-02): a Strip after Fuse takes its start count from the text's start even
+ * when the stream's window (64 ids) filled with ids that decode to nothing (skipped specials)
+ * between the spaces it strips; the stream used to treat the next window as a continuation and
+ * emit a space the full decode strips. */
+static void test_stream_strip(void) {
+    static const char *json =
+        "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true}],"
+        "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xE2\x96\x81\"},"
+        "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":4,\"stop\":0}]},"
+        "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"byte_fallback\":true,"
+        "\"vocab\":{\"<unk>\":0,\"\xE2\x96\x81\":1,\"a\":2},\"merges\":[]}}";
+    json_error_t je;
+    json_t *j = json_loads(json, 0, &je);
+    char err[512] = "", got[8192];
+    ob_tokenizer_t *t = NULL;
+    CHECK(j && ob_tokenizer_from_json(j, NULL, "strip.json", &t, err, sizeof err) == 0);
+    json_decref(j);
+    if (!t) { fprintf(stderr, "  strip.json: %s\n", err); return; }
+    /* k spaces, each after 70 skipped <unk>, then 'a': the full decode strips 4 of them */
+    for (int k = 3; k <= 6; k++) {
+        int32_t ids[8 * 71];
+        int n = 0;
+        for (int s = 0; s < k; s++) {
+            for (int u = 0; u < 70; u++) ids[n++] = 0;
+            ids[n++] = 1;
+        }
+        ids[n++] = 2;
+        for (int skip = 0; skip < 2; skip++) {
+            int same = stream_same(t, ids, n, skip, got, sizeof got);
+            if (!same) fprintf(stderr, "  %d spaces, skip %d: streamed '%.60s'\n", k, skip, got);
+            CHECK(same);
+        }
+        if (stream_same(t, ids, n, 1, got, sizeof got)) CHECK_EQ_INT((int)strlen(got), (k > 4 ? k - 4 : 0) + 1);
+    }
+    ob_tokenizer_free(t);
+}
+
 /* tokenizer.json -> GGUF keys -> tokenizer: the same ids, through 1bit's key always and through
  * llama.cpp's keys alone for the byte-level families. */
 static void test_gguf_roundtrip(const sample *cs, int nc) {
@@ -348,6 +406,7 @@ static void test_gguf_roundtrip(const sample *cs, int nc) {
 OB_SUITE(tokenizer_json) {
     test_features();
     test_refusals();
+    test_stream_strip();
     int nc = 0;
     sample *cs = read_corpus(&nc);
     CHECK(cs != NULL);
