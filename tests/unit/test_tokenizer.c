@@ -462,6 +462,44 @@ static void expect_refused(ob_gguf_writer_t *w, const char *needle, const char *
     ob_tokenizer_free(t);
 }
 
+/* A stream's window (64 ids) full of empty pieces at the text's start: the first non-empty piece
+ * still loses the space SentencePiece prepended, as in the full decode (the window used to count
+ * as the start used up once any piece was in it). */
+static void test_spm_stream_empty(void) {
+    static const char *tok[] = {"<unk>", "<s>", "</s>", "", "\xE2\x96\x81" "a"};
+    static const int32_t type[] = {OB_TOKTYPE_UNKNOWN, OB_TOKTYPE_CONTROL, OB_TOKTYPE_CONTROL, OB_TOKTYPE_USER_DEFINED,
+                                   OB_TOKTYPE_NORMAL};
+    static const float score[] = {0, 0, 0, 0, -1};
+    ob_gguf_writer_t *w = ob_gguf_writer_new();
+    ob_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    ob_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tok, NULL, 5);
+    ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_INT32, type, 5);
+    ob_gguf_writer_set_arr(w, "tokenizer.ggml.scores", OB_GGUF_FLOAT32, score, 5);
+    char err[512] = "";
+    ob_tokenizer_t *t = load(w, err, sizeof err);
+    CHECK(t != NULL);
+    if (!t) { fprintf(stderr, "  spm empty piece: %s\n", err); return; }
+    int32_t ids[72];
+    for (int i = 0; i < 70; i++) ids[i] = 3;
+    ids[70] = 4;
+    ids[71] = 4;
+    char full[64], got[64];
+    int fl = ob_tokenizer_decode(t, ids, 72, 0, full, (int)sizeof full);
+    CHECK(fl == 3 && memcmp(full, "a a", 3) == 0);
+    ob_detok_t *d = ob_detok_new(t, 0);
+    size_t gl = 0, cl;
+    for (int i = 0; d && i <= 72; i++) {
+        const char *c = i < 72 ? ob_detok_push(d, ids[i], &cl) : ob_detok_flush(d, &cl);
+        if (!c || gl + cl > sizeof got) { gl = 0; break; }
+        memcpy(got + gl, c, cl);
+        gl += cl;
+    }
+    CHECK(fl >= 0 && gl == (size_t)fl && memcmp(got, full, gl) == 0);
+    if (fl < 0 || gl != (size_t)fl) fprintf(stderr, "  spm empty pieces: streamed '%.*s', full '%.*s'\n", (int)gl, got, fl > 0 ? fl : 0, full);
+    ob_detok_free(d);
+    ob_tokenizer_free(t);
+}
+
 static void test_bad_vocab(void) {
     int32_t types3[3] = {1, 1, 1}, badtype[N_BPE];
     float scores3[3] = {0, 0, 0};
@@ -779,6 +817,7 @@ OB_SUITE(tokenizer) {
     test_bpe_flags();
     test_bpe_roundtrip();
     test_spm();
+    test_spm_stream_empty();
     test_bad_vocab();
     test_fuzz();
     test_scale();
