@@ -382,11 +382,15 @@ typedef struct {
     tlist a, b;
     ob_strbuf t1, t2;
     void *md;
-    /* a stream's text start: text_out once a chunk was emitted; each step's characters that its
-     * dropped windows' joined Strips took (done) and that the last decode's took (took) */
-    int text_out;
-    int strip_done[MAX_DSTEPS], strip_took[MAX_DSTEPS];
 } dscratch;
+
+/* A stream's place at the text's start (ob_detok): text_out once a chunk was emitted; by decoder
+ * step, the characters its joined Strip took in the stream's dropped windows (done) and in the
+ * last decode (took). */
+typedef struct {
+    int text_out;
+    int done[MAX_DSTEPS], took[MAX_DSTEPS];
+} dstart;
 
 static void ds_free(dscratch *d) {
     tl_free(&d->a); tl_free(&d->b);
@@ -394,11 +398,12 @@ static void ds_free(dscratch *d) {
     if (d->md) ob_regex_md_free(d->md);
 }
 
-/* The decode of ids into out (replaced); at_start: ids begin the text (see step_run). Sets
+/* The decode of ids into out (replaced); at_start: ids begin the text (see step_run); ds: a
+ * stream's place at the text's start (NULL: the text's true start, the full decode). Sets
  * *kept (when not NULL) to whether the ids used up the first-token rules: a tokenizer.json's when
  * any id made it into the token list, a GGUF's at its first non-empty piece. */
 static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, ob_strbuf *out,
-                       dscratch *d, int at_start, int *kept) {
+                       dscratch *d, int at_start, dstart *ds, int *kept) {
     out->n = 0;
     tlist *cur = &d->a, *nxt = &d->b;
     cur->n = 0;
@@ -424,14 +429,15 @@ static int decode_into(const ob_tokenizer_t *t, const int32_t *ids, size_t n, in
         }
     }
     if (kept) *kept = t->hf ? cur->n > 0 : !first;
-    memset(d->strip_took, 0, sizeof d->strip_took);
+    int took_none;
+    if (ds) memset(ds->took, 0, sizeof ds->took);
     if (t->hf && t->decoder) {
         if (!d->md && !(d->md = ob_regex_md_new())) return -1;
         int joined = 0;
         for (int k = 0; k < t->decoder->n; k++) {
             const dstep *st = &t->decoder->step[k];
-            const int left = d->text_out ? 0 : st->x - d->strip_done[k];
-            if (step_run(t, st, cur, nxt, &d->t1, &d->t2, d->md, at_start, joined, left, &d->strip_took[k])) return -1;
+            const int left = !ds ? st->x : ds->text_out ? 0 : st->x - ds->done[k];
+            if (step_run(t, st, cur, nxt, &d->t1, &d->t2, d->md, at_start, joined, left, ds ? &ds->took[k] : &took_none)) return -1;
             joined |= st->kind == D_FUSE || st->kind == D_BYTELEVEL;
             tlist *x = cur; cur = nxt; nxt = x;
         }
@@ -455,7 +461,7 @@ int ob_tokenizer_decode(const ob_tokenizer_t *t, const int32_t *ids, int n, int 
     if (!t || n < 0 || (!ids && n) || (!buf && buflen > 0)) return -1;
     dscratch d = {0};
     ob_strbuf out = {0};
-    int rc = decode_into(t, ids, (size_t)n, skip_special, &out, &d, 1, NULL);
+    int rc = decode_into(t, ids, (size_t)n, skip_special, &out, &d, 1, NULL, NULL);
     ds_free(&d);
     if (rc || out.n > INT_MAX) { ob_strbuf_free(&out); return -1; }
     if (buflen > 0 && out.n) memcpy(buf, out.p, out.n < (size_t)buflen ? out.n : (size_t)buflen);
@@ -474,6 +480,7 @@ struct ob_detok {
     const ob_tokenizer_t *t;
     int skip_special;
     int at_start;
+    dstart start;
     int32_t ids[OB_DETOK_WINDOW];
     size_t n_ids;
     ob_strbuf chunk;
@@ -506,11 +513,11 @@ const char *ob_detok_push(ob_detok_t *s, int32_t id, size_t *len) {
     if (!s) return NULL;
     s->ids[s->n_ids++] = id;
     int kept = 0;
-    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, &kept)) return NULL;
+    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, &s->start, &kept)) return NULL;
     /* a full window gives up waiting for the rest of a character (it stays U+FFFD) */
     if (s->chunk.n == 0 || (ends_incomplete(&s->chunk) && s->n_ids < OB_DETOK_WINDOW)) {
         if (s->n_ids == OB_DETOK_WINDOW) { /* decoded to nothing: dropped, what its Strips took stays taken */
-            for (int k = 0; k < MAX_DSTEPS; k++) s->d.strip_done[k] += s->d.strip_took[k];
+            for (int k = 0; k < MAX_DSTEPS; k++) s->start.done[k] += s->start.took[k];
             s->n_ids = 0;
             s->at_start &= !kept;
         }
@@ -519,7 +526,7 @@ const char *ob_detok_push(ob_detok_t *s, int32_t id, size_t *len) {
     }
     s->n_ids = 0;
     s->at_start &= !kept;
-    s->d.text_out = 1;
+    s->start.text_out = 1;
     *len = s->chunk.n;
     return s->chunk.p;
 }
@@ -527,11 +534,10 @@ const char *ob_detok_push(ob_detok_t *s, int32_t id, size_t *len) {
 const char *ob_detok_flush(ob_detok_t *s, size_t *len) {
     *len = 0;
     if (!s) return NULL;
-    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, NULL)) return NULL;
+    if (decode_into(s->t, s->ids, s->n_ids, s->skip_special, &s->chunk, &s->d, s->at_start, &s->start, NULL)) return NULL;
     s->n_ids = 0;
     s->at_start = 1;
-    s->d.text_out = 0;
-    memset(s->d.strip_done, 0, sizeof s->d.strip_done);
+    memset(&s->start, 0, sizeof s->start);
     *len = s->chunk.n;
     return s->chunk.p ? s->chunk.p : "";
 }
