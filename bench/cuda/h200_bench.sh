@@ -18,6 +18,9 @@
 # Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
+# a machine h200_test.sh did not set up (a fresh one: the last was given back between calls) has
+# neither the build nor the models: say so at once instead of waiting out the call's limit
+[ -f /tmp/bg.log ] || { echo "h200_bench.sh: no h200_setup.sh on this machine (fresh?): run bench/cuda/h200_test.sh first"; exit 1; }
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
 # batchab needs only its files (each renamed into place when complete), tables and batched
 # their files and llama.cpp's build, the rest the whole setup
