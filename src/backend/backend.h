@@ -175,6 +175,14 @@ struct ob_backend {
     /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without
      * doing anything when the backend cannot take this layer (the engine then issues the ops). */
     int (*layer_decode)(ob_backend *b, const ob_layer_args *l);
+    /* One token's feed-forward block of a layer without a sub-norm or act_quant_i8 (n == 1):
+     * rmsnorm of x with w into h, matmul_glu of gate and up on h into gate (up: scratch, out_to
+     * down), matmul_add of down on gate into x. The one exception to the rule above: the results
+     * are the plain ops' up to the summation order of down's products (CUDA splits them over the
+     * intermediate dimension). Returns 0 without doing anything when the backend cannot take it
+     * (the engine then issues the ops). */
+    int (*ffn_decode)(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
+                      const ob_weight *d, float *x, float *h, float *gate, float *up, int n);
 
     /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
      * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when
@@ -214,6 +222,10 @@ long ob_cuda_codes_handed(void);
 long ob_cuda_angles_read(void);
 /* Launches of the grouped attention's fused form (rope_attention on k_attn_gqa), every backend (tests). */
 long ob_cuda_gqa_rope_launches(void);
+#endif
+#ifdef OB_CUDA
+/* Launches of the one-token feed-forward kernel (ffn_decode, OB_CUDA_FFN=1), every backend (tests). */
+long ob_cuda_ffn_launches(void);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);

@@ -1,7 +1,7 @@
 /* backend_fused.c — the optional fused ops of backend.h composed from a backend's plain ops.
  *
  * Owns: ob_backend_plain_fused, which fills a table's empty fused entries (matmul_add,
- * matmul_multi, matmul_glu, rope_kv, rope_attention, rmsnorm_act_quant) with the sequences of plain ops they stand
+ * matmul_multi, matmul_glu, rope_kv, rope_attention, rmsnorm_act_quant, ffn_decode) with the sequences of plain ops they stand
  * for, in the engine's order, so they give exactly the plain path's bits. It exists for tests:
  * with OB_BACKEND_FUSED=plain, ob_backend_by_name gives the CPU backend these entries, so the
  * engine's fused call sites (engine/forward.c), which otherwise run only on a GPU, run in every
@@ -56,6 +56,14 @@ static void f_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, f
     b->act_quant_i8(b, y, n, dim);
 }
 
+static int f_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
+                        const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
+    b->rmsnorm(b, x, w, h, n, (int)g->n_in, eps);
+    b->matmul_glu(b, act, g, u, h, gate, up, n, d);
+    b->matmul_add(b, d, gate, x, n);
+    return 1;
+}
+
 void ob_backend_plain_fused(ob_backend *b) {
     if (!b->matmul_add) b->matmul_add = f_matmul_add;
     if (!b->matmul_multi) b->matmul_multi = f_matmul_multi;
@@ -63,4 +71,5 @@ void ob_backend_plain_fused(ob_backend *b) {
     if (!b->rope_kv) b->rope_kv = f_rope_kv;
     if (!b->rope_attention) b->rope_attention = f_rope_attention; /* after rope_kv: it calls that */
     if (!b->rmsnorm_act_quant) b->rmsnorm_act_quant = f_rmsnorm_act_quant;
+    if (!b->ffn_decode) b->ffn_decode = f_ffn_decode; /* after matmul_glu and matmul_add: it calls them */
 }

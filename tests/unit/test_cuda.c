@@ -580,6 +580,82 @@ static void check_glu_codes(ob_backend *g, int type, int64_t n_in, int64_t n_ff,
     for (int i = 0; i < 3; i++) g->dealloc(g, (void *)ws[i]->data);
 }
 
+/* ---- the one-token feed-forward kernel (ffn_decode, OB_CUDA_FFN=1: cuda_ffn.cu) ---------------- */
+
+static long ffn_launches(void) {
+#ifdef OB_CUDA
+    return ob_cuda_ffn_launches();
+#else
+    return 0;
+#endif
+}
+
+/* ffn_decode of one token on gf (OB_CUDA_FFN=1) against the plain ops on g (rmsnorm, matmul_glu,
+ * matmul_add): within 2e-5 of the output's scale (down's summation order differs; a wrong chunk,
+ * scale or row is off by the whole product), the same bits twice (no atomics), one launch counted;
+ * take 0: declined (0 returned, nothing launched, x as it was); g itself (the default) declines. */
+static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_t n_ff, ob_act act, int take) {
+    void *wq[3] = {random_quantized(type, d, n_ff, 0), random_quantized(type, d, n_ff, 0), random_quantized(type, n_ff, d, 0)};
+    const int64_t nin[3] = {d, d, n_ff}, nout[3] = {n_ff, n_ff, d};
+    ob_weight wg[3], wf[3];
+    for (int i = 0; i < 3; i++) {
+        wg[i] = weight_on(g, type, nin[i], nout[i], wq[i]);
+        wf[i] = weight_on(gf, type, nin[i], nout[i], wq[i]);
+        free(wq[i]);
+    }
+    float *x = randf((size_t)d, 1.0f), *nw = randf((size_t)d, 1.0f);
+    void *dx = dev_copy(g, x, d * 4), *dn = dev_copy(g, nw, d * 4), *h = dev_nan(g, d), *gate = dev_nan(g, n_ff), *up = dev_nan(g, n_ff);
+    CHECK(g->ffn_decode(g, act, dn, 1e-5f, &wg[0], &wg[1], &wg[2], dx, h, gate, up, 1) == 0);
+    g->rmsnorm(g, dx, dn, h, 1, (int)d, 1e-5f);
+    g->matmul_glu(g, act, &wg[0], &wg[1], h, gate, up, 1, &wg[2]);
+    g->matmul_add(g, &wg[2], gate, dx, 1);
+    float *want = dev_get(g, dx, d), *got[2];
+    double scale = 1e-3;
+    for (int64_t i = 0; i < d; i++) scale = fmax(scale, fabs(want[i]));
+    void *fn = dev_copy(gf, nw, d * 4), *fh = dev_nan(gf, d), *fg = dev_nan(gf, n_ff), *fu = dev_nan(gf, n_ff);
+    for (int rep = 0; rep < 2; rep++) {
+        void *fx = dev_copy(gf, x, d * 4);
+        const long l = ffn_launches();
+        CHECK_EQ_INT(gf->ffn_decode(gf, act, fn, 1e-5f, &wf[0], &wf[1], &wf[2], fx, fh, fg, fu, 1), take);
+        CHECK(ffn_launches() == l + take);
+        got[rep] = dev_get(gf, fx, d);
+        gf->dealloc(gf, fx);
+    }
+    const double diff = take ? max_abs_diff(got[0], want, d) / scale : max_abs_diff(got[0], x, d);
+    if (diff > (take ? 2e-5 : 0) || max_abs_diff(got[0], got[1], d) != 0 || ob_test_verbose)
+        fprintf(stderr, "  cuda ffn %s %lldx%lld%s: %s %.3g, twice %.3g\n", ob_type_get(type)->name, (long long)d, (long long)n_ff,
+                act == OB_ACT_RELU2 ? " relu2" : "", take ? "|diff| / scale" : "declined, x changed by", diff,
+                max_abs_diff(got[0], got[1], d));
+    CHECK(diff <= (take ? 2e-5 : 0));
+    CHECK(max_abs_diff(got[0], got[1], d) == 0);
+    void *bufs[] = {dx, dn, h, gate, up};
+    for (int i = 0; i < 5; i++) g->dealloc(g, bufs[i]);
+    void *fbufs[] = {fn, fh, fg, fu};
+    for (int i = 0; i < 4; i++) gf->dealloc(gf, fbufs[i]);
+    for (int i = 0; i < 3; i++) {
+        g->dealloc(g, (void *)wg[i].data);
+        gf->dealloc(gf, (void *)wf[i].data);
+    }
+    free(x);
+    free(nw);
+    free(want);
+    free(got[0]);
+    free(got[1]);
+}
+
+static void test_ffn(ob_backend *g) {
+    ob_backend *gf = gpu_new_with("OB_CUDA_FFN", "1");
+    if (!gf) return;
+    check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1); /* the 1B's shape: two sub-blocks a block, two values a thread */
+    check_ffn(gf, g, OB_TYPE_Q4_0, 1024, 5632, OB_ACT_SILU, 1); /* two sub-blocks, one value a thread */
+    check_ffn(gf, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
+    check_ffn(gf, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1);    /* rows of 3 sub-blocks, 10 blocks */
+    check_ffn(gf, g, OB_TYPE_Q8_0, 256, 1024, OB_ACT_SILU, 0);  /* another type: declined */
+    check_ffn(gf, g, OB_TYPE_Q4_0, 4096, 1024, OB_ACT_SILU, 0); /* rows over 2048 values: declined */
+    check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 16384, OB_ACT_SILU, 0); /* 256+ blocks of two: more than the GPU holds */
+    gpu_free(gf);
+}
+
 /* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
  * (the second of two: the first makes the copy) and are the per-call dequantization's bits, every
  * type; in a step of distinct sequences (gd: g0 with OB_CUDA_GEMV_MAX=4, step_kind(1) on both),
@@ -1494,6 +1570,7 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    test_ffn(g);
     /* the default: where the codes instance's launch is one wave (q4_K 512 x 512: 64 blocks, one
      * wave on any GPU of compute capability 8.0+), not on the 8B shape's q8_0 gates (4779 blocks,
      * several waves on any GPU); =1 q4_0 gates only; =2 every type */
@@ -2155,6 +2232,38 @@ static void test_attn_codes_engine(void) {
 /* The engine with the decode GLU's codes for ffn_down (the default for q4_0, =2 for q8_0) and
  * the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes
  * between, so its GLU makes none. */
+/* The engine with the one-token feed-forward kernel (OB_CUDA_FFN=1) against the separate ops:
+ * logits within 1e-4 of their scale (down's summation order); with it, recorded steps against
+ * eager launches (OB_CUDA_GRAPH=0): the same bits. */
+static void test_ffn_engine(void) {
+    char out[256];
+    snprintf(out, sizeof out, "%s/cuda-ffn-llama.gguf", ob_test_tmpdir());
+    char *argv[] = {"convert", "tests/golden/llama", "-o", out, "--type", "q4_0", NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    int nv[3] = {0, 0, 0};
+    const long l = ffn_launches();
+    float *a = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &nv[0]), *b = ob_test_decode_two(out, "cuda", "OB_CUDA_FFN", "1", 60, &nv[1]);
+    CHECK(ffn_launches() > l);
+    setenv("OB_CUDA_FFN", "1", 1);
+    float *c = ob_test_decode_two(out, "cuda", "OB_CUDA_GRAPH", "0", 60, &nv[2]);
+    unsetenv("OB_CUDA_FFN");
+    CHECK(a && b && c && nv[0] == nv[1] && nv[0] == nv[2]);
+    if (a && b && c && nv[0] == nv[1] && nv[0] == nv[2]) {
+        const size_t n = (size_t)2 * 61 * nv[0];
+        double scale = 1e-3;
+        for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(a[i]));
+        const double diff = max_abs_diff(a, b, n) / scale, same = max_abs_diff(b, c, n);
+        if (diff > 1e-4 || same != 0 || ob_test_verbose)
+            fprintf(stderr, "  cuda-ffn llama/q4_0: |diff| / scale %.3g against the ops, %.3g recorded against eager\n", diff, same);
+        CHECK(diff <= 1e-4);
+        CHECK(same == 0);
+    }
+    free(a);
+    free(b);
+    free(c);
+    remove(out);
+}
+
 static void test_glu_codes_engine(void) {
     long made = glu_codes_made();
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
@@ -2235,6 +2344,7 @@ OB_SUITE(cuda_golden) {
     test_gv_direct_engine();
     test_attn_codes_engine();
     test_glu_codes_engine();
+    test_ffn_engine();
     test_angles_engine();
     test_grouped_engine();
 }

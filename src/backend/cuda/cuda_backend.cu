@@ -191,6 +191,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->graph_max_n = gn && atoi(gn) >= 1 ? atoi(gn) : 64;
     const char *ly = getenv("OB_CUDA_LAYER");
     s->layer = ly && !strcmp(ly, "1");
+    const char *ff = getenv("OB_CUDA_FFN");
+    s->ffn = ff && !strcmp(ff, "1");
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");
     s->layer_trace = lt && !strcmp(lt, "1");
     const char *rw = getenv("OB_CUDA_ROWS_WIDE");
@@ -270,7 +272,9 @@ static void cu_free(ob_backend *b) {
     for (int i = 0; i < s->n_f16c; i++) cudaFree(s->f16c[i].h);
     free(s->f16c);
     free(s->ang_pos);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks, s->ang};
+    cu_ffn_free(s);
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks, s->ang,
+                       s->ffn_bar, s->ffn_part};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -300,6 +304,7 @@ static void *cu_alloc(ob_backend *b, size_t size) {
 static void cu_dealloc(ob_backend *b, void *p) {
     if (!p) return;
     cu_f16_copy_forget(st(b), p);
+    cu_ffn_forget(st(b), p);
     xq_forget(st(b)); /* a new buffer may take its address */
     cu_graph_forget(st(b)); /* a recording may name it, and a new buffer may take its address */
     st(b)->ang_n = 0;       /* likewise RoPE frequency factors the step's angles name */
@@ -441,6 +446,16 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
     xq_forget_if(s, gate, (size_t)n * g->n_out); /* (before: the op may tag its output's codes) */
     xq_forget_if(s, up, (size_t)n * u->n_out);
     PROF(s, name, 2.0 * g->row_bytes * g->n_out, cu_matmul_glu(s, act, g, u, x, gate, up, n, out_to));
+}
+
+static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
+                            const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
+    cu_state *s = st(b);
+    if (!cu_ffn_takes(s, g, u, d, n)) return 0;
+    int took = 0;
+    PROF(s, "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, act, w, eps, g, u, d, x));
+    if (took) xq_forget(s);
+    return took;
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {
@@ -626,6 +641,7 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->rmsnorm_act_quant = cu_op_rmsnorm_act_quant;
     b->rope_attention = cu_op_rope_attention;
     b->layer_decode = cu_op_layer_decode;
+    b->ffn_decode = cu_op_ffn_decode;
     b->host_alloc = cu_host_alloc;
     b->host_free = cu_host_free;
     b->host_dev = cu_host_dev;

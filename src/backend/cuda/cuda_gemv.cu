@@ -106,13 +106,6 @@ __device__ __forceinline__ const uint8_t *gv_row(const gv_args &a, const uint8_t
     return r < nr ? base0 + (size_t)r * a.rb : base1 + (size_t)(r - nr) * a.rb;
 }
 
-/* The warp's sum of each lane's v (one shuffle tree for every decode-matmul row sum). */
-__device__ __forceinline__ float gv_warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* The lanes' sums acc[t] of row r summed over the warp into red[warp][r * NT + t]. */
 template <int NT, int RMAX> __device__ __forceinline__ void gv_red_row(float (&acc)[NT], float (*red)[RMAX * NT], int r) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

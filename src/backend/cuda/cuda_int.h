@@ -64,6 +64,13 @@ typedef struct {
     cudaEvent_t done;      /* the last replay has read host */
 } cu_graph;
 
+/* A down weight's copy in the one-token feed-forward kernel's chunks (cuda_ffn.cu). */
+typedef struct {
+    const void *src; /* the weight's data as uploaded */
+    uint8_t *dst;    /* its chunks of K blocks a row (NULL: its memory was refused) */
+    int K;
+} cu_ffn_down;
+
 /* Rows per block the decode matmul picked for a kernel and shape (cuda_gemv.cu, gv_rows). */
 #define CU_ROWS_MEMO 32
 typedef struct {
@@ -178,6 +185,13 @@ typedef struct {
     cu_f16c *f16c;         /* those copies */
     int n_f16c, cap_f16c;
     int f16c_full;         /* a copy was refused for memory (said once) */
+    int ffn;               /* OB_CUDA_FFN=1: one token's feed-forward block in one launch where it applies (cuda_ffn.cu) */
+    unsigned *ffn_bar;     /* its grid barrier (cuda_grid.cuh), zeroed once */
+    size_t ffn_bar_cap;
+    float *ffn_part;       /* [ffn_part_cap bytes]: its blocks' shares of down's outputs */
+    size_t ffn_part_cap;
+    cu_ffn_down *ffn_d;    /* its down copies */
+    int n_ffn_d, cap_ffn_d;
 } cu_state;
 
 /* Aborts with the call and CUDA's message when e is an error. */
@@ -357,5 +371,12 @@ void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters);
  * does not suit it */
 int cu_layer(cu_state *s, const ob_layer_args *l);
 void cu_layer_trace_report(cu_state *s);
+/* cuda_ffn.cu: backend.h's ffn_decode for one token where _takes says it applies (s->ffn, q4_0
+ * weights whose split fits the GPU: then it has made down's chunked copy); _forget drops the copy
+ * of the weight at data (freed), _free every copy */
+int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n);
+int cu_ffn(cu_state *s, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u, const ob_weight *dw, float *x);
+void cu_ffn_forget(cu_state *s, const void *data);
+void cu_ffn_free(cu_state *s);
 
 #endif

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_attn.cuh"
+#include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_q8.cuh"
 #include "backend/cuda/cuda_rows.cuh"
@@ -73,39 +74,6 @@ struct mk_args {
     unsigned *bar;
     unsigned long long *trace; /* OB_CUDA_LAYER_TRACE=1: block 0's cycles per stretch (MK_STAMPS), then launches */
 };
-
-/* ---- the grid barrier ------------------------------------------------------------------- */
-__device__ __forceinline__ unsigned mk_ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ unsigned mk_ld_relaxed(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-/* Every block's writes before it are seen by every block after it (the acquire also drops the
- * SM's L1 copies of what other blocks wrote). */
-__device__ __forceinline__ void mk_sync(unsigned *bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned gen = mk_ld_acquire(bar + 1); /* read before arriving: it cannot move on before */
-        __threadfence();
-        if (atomicAdd(bar, 1) == gridDim.x - 1) {
-            atomicExch(bar, 0);
-            __threadfence();
-            atomicAdd(bar + 1, 1);
-        } else {
-            const long long t0 = clock64();
-            while (mk_ld_relaxed(bar + 1) == gen)
-                if (clock64() - t0 > (1ll << 33)) __trap(); /* a block never came: not all resident */
-        }
-        mk_ld_acquire(bar + 1);
-    }
-    __syncthreads();
-}
 
 /* ---- matmul phases ---------------------------------------------------------------------- */
 struct mk_it { /* a block's item: phase and index in it (ph == MK_NPH: none left) */
@@ -283,17 +251,17 @@ __global__ void __launch_bounds__(MK_THREADS, 2) k_layer(const mk_args a) {
     stamp();
     for (int ph = 0; ph < MK_NPH; ph++) {
         if (ph == MK_WO) { /* the codes' space holds the attention's merge buffers */
-            mk_sync(a.bar);
+            grid_sync(a.bar);
             stamp();
             mk_rope_kv(a, cs);
             stamp();
-            mk_sync(a.bar);
+            grid_sync(a.bar);
             stamp();
             mk_attention(a, (at_smem *)xq);
             stamp();
         }
         if (ph > 0) {
-            mk_sync(a.bar);
+            grid_sync(a.bar);
             stamp();
         }
         mk_codes(a.ph[ph], a.eps, xq, xs);

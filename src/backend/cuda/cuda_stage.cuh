@@ -28,6 +28,14 @@ template <int TH> __device__ __forceinline__ const uint8_t *gv_stage(uint8_t *ds
     return dst + (a - a0);
 }
 
+/* The warp's sum of each lane's v (one shuffle tree for every decode-matmul row sum, and the
+ * one-token feed-forward kernel's, cuda_ffn.cu). */
+__device__ __forceinline__ float gv_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 /* What a decode matmul does with a row's sum: store it, add it (the residual), or GLU. */
 enum { GV_STORE, GV_ADD, GV_GLU };
 

@@ -1,0 +1,303 @@
+/* cuda_ffn.cu — one token's feed-forward block in one launch (backend.h's ffn_decode, OB_CUDA_FFN):
+ * x += down(act(gate(rmsnorm(x) * w)) * up(rmsnorm(x) * w)) for q4_0 gate, up and down weights,
+ * where the split below fits the GPU.
+ *
+ * Why: the separate path is three dependent launches (the norm with its codes, gate and up with
+ * the GLU and its codes, down with the residual add), and the down product needs every
+ * intermediate value, i.e. every gate/up block, before it starts. Here block c owns the 32 K
+ * intermediate values [32 K c, 32 K (c + 1)): it stages their gate and up rows and the matching
+ * 32 K columns of down (a copy of down in chunks, made once by ff_repack) in shared memory, all
+ * before it waits for the previous kernel; then makes the norm's codes of the whole row itself
+ * (rows_regs on 1024 threads: the row kernel's arithmetic), its gate and up sums (the decode
+ * matmul's held rows' terms and order: the same GLU values as the separate path), the codes of
+ * its 32 K GLU values (the GLU codes' rule: block scales), and its share of every output of down.
+ * The shares go to a scratch [blocks][d]; after a grid barrier (every block resident: one a SM),
+ * block c adds rows [c * d / blocks, ...) over the blocks in a fixed order to x. So no atomics:
+ * the same bits every run; they differ from the separate path only by down's summation order
+ * (each output is a sum over its 32 K-value chunks, then over the chunks, instead of over four
+ * warps' lanes).
+ * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
+ * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
+ * sub-block decoders (cuda_q8.cuh).
+ */
+#include <cuda_pipeline.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_grid.cuh"
+#include "backend/cuda/cuda_int.h"
+#include "backend/cuda/cuda_q8.cuh"
+#include "backend/cuda/cuda_rows.cuh"
+#include "backend/cuda/cuda_stage.cuh"
+
+#define FF_THREADS 1024
+#define FF_KMAX 2 /* 32-value sub-blocks of the intermediate row a block owns, at most */
+#define FF_T OB_TYPE_Q4_0
+#define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
+
+struct ff_args {
+    float *x;         /* [d]: the residual row, read (the norm) and added to */
+    const float *nw;  /* the norm's weights [d] */
+    float eps;
+    const uint8_t *G, *U; /* gate and up, packed rows [n_ff][rb] */
+    const uint8_t *D;     /* down in chunks (k_ffn_repack) */
+    float gs, us, ds;     /* the weights' scales */
+    size_t rb;            /* gate / up row bytes */
+    int d, K, relu2;
+    float *part;          /* [blocks][d] */
+    unsigned *bar;        /* the grid barrier's counters */
+};
+
+/* Bytes of block c's chunk of down: d rows of K sub-blocks, their codes [d][K][16], then their
+ * scales [d][K] (2 bytes each). */
+__host__ __device__ __forceinline__ size_t ff_chunk(int d, int K) { return (size_t)d * FF_BLK * K; }
+
+/* Down (n_out = d rows of nsb packed q4_0 blocks, cu_pack_rows) in chunks of K blocks a row:
+ * element i is row r's block sb. */
+__global__ void k_ffn_repack(const uint8_t *src, uint8_t *dst, int d, int nsb, int K) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)d * nsb) return;
+    const int r = (int)(i / nsb), sb = (int)(i % nsb), c = sb / K, k = sb % K;
+    const cu_pk p = cu_pk_at<FF_T>(src + (size_t)r * FF_BLK * nsb, nsb, sb);
+    uint8_t *ch = dst + (size_t)c * ff_chunk(d, K);
+    const size_t rk = (size_t)r * K + k;
+    for (int b = 0; b < 16; b++) ch[16 * rk + b] = p.codes[b]; /* (a source row is 18 nsb bytes: its blocks' alignment varies) */
+    ch[(size_t)d * 16 * K + 2 * rk] = p.d[0];
+    ch[(size_t)d * 16 * K + 2 * rk + 1] = p.d[1];
+}
+
+/* the shared memory of a block: gate rows, up rows, down's chunk, x's codes and scales, the
+ * GLU values' codes and scales, the GLU values */
+struct ff_smem {
+    size_t g, u, dn, xq, xs, hq, hs, h, total;
+};
+__host__ __device__ __forceinline__ ff_smem ff_layout(int d, int K, size_t rb) {
+    ff_smem m;
+    const size_t rows = gv_span((size_t)32 * K * rb);
+    m.g = 0;
+    m.u = rows;
+    m.dn = 2 * rows;
+    m.xq = m.dn + gv_span(ff_chunk(d, K));
+    m.xs = m.xq + (((size_t)d + 15) & ~(size_t)15);
+    m.hq = m.xs + (((size_t)d / 32 * sizeof(float2) + 15) & ~(size_t)15);
+    m.hs = m.hq + 32 * FF_KMAX;
+    m.h = m.hs + FF_KMAX * sizeof(float2);
+    m.total = m.h + 32 * FF_KMAX * sizeof(float);
+    return m;
+}
+
+struct ff_wait {
+    __device__ void operator()() const { cu_dep(); }
+};
+
+/* One sub-block's int8 codes (8 words) and scale from codes q / scales xs (shared memory). */
+__device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int sb, int (&x)[8], float2 &sc) {
+    const int4 *p = (const int4 *)q + 2 * sb;
+    const int4 a = p[0], b = p[1];
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+    sc = xs[sb];
+}
+
+template <int PER> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = blockIdx.x, C = 32 * a.K, d = a.d;
+    const ff_smem L = ff_layout(d, a.K, a.rb);
+    const size_t gb = (size_t)C * a.rb;
+    const uint8_t *g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
+    const uint8_t *u = gv_stage<FF_THREADS>(sm + L.u, a.U + (size_t)c * gb, gb);
+    __pipeline_commit();
+    const uint8_t *dn = gv_stage<FF_THREADS>(sm + L.dn, a.D + (size_t)c * ff_chunk(d, a.K), ff_chunk(d, a.K));
+    __pipeline_commit();
+    int8_t *xq = (int8_t *)(sm + L.xq), *hq = (int8_t *)(sm + L.hq);
+    float2 *xs = (float2 *)(sm + L.xs), *hs = (float2 *)(sm + L.hs);
+    float *h = (float *)(sm + L.h);
+
+    /* the norm's codes of the whole row (its weights read before the wait) */
+    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait());
+    __pipeline_wait_prior(1);
+    __syncthreads();
+
+    /* gate and up: warp w takes values i = w, w + 32, ...; lane l sub-blocks l, l + 32 (as the
+     * decode matmul's held rows: the same terms in the same order, then its epilogue's sum over
+     * four warps, of which one is nonzero: 0 + v) */
+    {
+        const int nsb = d / 32;
+        int x[2][8] = {};
+        float2 sc[2] = {};
+        bool has[2];
+        int2 xp[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            has[k] = lane + 32 * k < nsb;
+            if (has[k]) ff_codes(xq, xs, lane + 32 * k, x[k], sc[k]);
+            xp[k] = q8_xpre<FF_T>(x[k]);
+        }
+        for (int i = warp; i < C; i += FF_THREADS / 32) {
+            const uint8_t *rg = g + (size_t)i * a.rb, *ru = u + (size_t)i * a.rb;
+            float v = 0.0f, v2 = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+                if (has[k]) {
+                    q8w<FF_T> W, W2;
+                    q8_load(W, rg, lane + 32 * k, a.rb);
+                    q8_load(W2, ru, lane + 32 * k, a.rb);
+                    v += q8_dot_pre(W, x[k], sc[k], xp[k]);
+                    v2 += q8_dot_pre(W2, x[k], sc[k], xp[k]);
+                }
+            v = gv_warp_sum(v);
+            v2 = gv_warp_sum(v2);
+            if (lane == 0) gv_out(h + i, GV_GLU, a.relu2, (0.0f + v) * a.gs, (0.0f + v2) * a.us);
+        }
+    }
+    __syncthreads();
+    if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
+    __pipeline_wait_prior(0);
+    __syncthreads();
+
+    /* this chunk's share of every output of down: thread t rows t, t + 1024, ... */
+    {
+        int hx[FF_KMAX][8];
+        float2 hsc[FF_KMAX];
+#pragma unroll
+        for (int k = 0; k < FF_KMAX; k++)
+            if (k < a.K) ff_codes(hq, hs, k, hx[k], hsc[k]);
+        float *part = a.part + (size_t)c * d;
+        const uint8_t *dd = dn + (size_t)d * 16 * a.K;
+        for (int r = tid; r < d; r += FF_THREADS) {
+            float v = 0.0f;
+#pragma unroll
+            for (int k = 0; k < FF_KMAX; k++)
+                if (k < a.K) {
+                    const size_t rk = (size_t)r * a.K + k;
+                    q8w<FF_T> W;
+                    uint32_t q[4];
+                    ld_words16<4>(dn + 16 * rk, q); /* (16-byte aligned: a chunk is a multiple of 16 bytes) */
+                    nibbles_of(q, W.w);
+                    W.d = q8_ld_h(dd + 2 * rk);
+                    W.m = 0.0f;
+                    v += W.dot(hx[k], hsc[k]);
+                }
+            part[r] = v;
+        }
+    }
+    grid_sync(a.bar);
+
+    /* rows [c * rpb, (c + 1) * rpb): warp w rows c * rpb + w, + 32, ...; lane l the blocks l, l + 32, ... */
+    const int nb = gridDim.x, rpb = (d + nb - 1) / nb, r1 = min(d, (c + 1) * rpb);
+    for (int r = c * rpb + warp; r < r1; r += FF_THREADS / 32) {
+        float v = 0.0f;
+        for (int b = lane; b < nb; b += 32) v += __ldcg(a.part + (size_t)b * d + r);
+        v = gv_warp_sum(v);
+        if (lane == 0) a.x[r] = v * a.ds + a.x[r];
+    }
+}
+
+/* ---- host ------------------------------------------------------------------------------------ */
+
+static long ffn_launches; /* launches of k_ffn, every backend of the process (tests) */
+extern "C" long ob_cuda_ffn_launches(void) { return __atomic_load_n(&ffn_launches, __ATOMIC_RELAXED); }
+
+/* The chunked copy of down (K blocks a chunk), made once per weight at the first call outside a
+ * recording (NULL: none, or its memory was refused: the separate path then). */
+static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
+    for (int i = 0; i < s->n_ffn_d; i++)
+        if (s->ffn_d[i].src == w->data && s->ffn_d[i].K == K) return s->ffn_d[i].dst;
+    if (s->cap) return NULL; /* no allocation inside a recording (the engine runs a step eagerly before recording it) */
+    if (s->n_ffn_d == s->cap_ffn_d) {
+        const int cap = s->cap_ffn_d ? 2 * s->cap_ffn_d : 64;
+        cu_ffn_down *n = (cu_ffn_down *)realloc(s->ffn_d, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        s->ffn_d = n;
+        s->cap_ffn_d = cap;
+    }
+    const int d = (int)w->n_out, nsb = (int)(w->n_in / 32);
+    uint8_t *dst = NULL;
+    if (cudaMalloc((void **)&dst, w->row_bytes * (size_t)d + 32) != cudaSuccess) { /* (+32: staging reads whole 16-byte words) */
+        cudaGetLastError();
+        dst = NULL;
+    } else {
+        const long long n = (long long)d * nsb;
+        k_ffn_repack<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
+        CU_LAUNCHED("ffn down chunks");
+        cu_check(cudaStreamSynchronize(s->stream), "ffn down chunks"); /* before any kernel stages them */
+    }
+    s->ffn_d[s->n_ffn_d++] = {w->data, dst, K};
+    return dst;
+}
+
+void cu_ffn_forget(cu_state *s, const void *data) {
+    for (int i = 0; i < s->n_ffn_d;)
+        if (s->ffn_d[i].src == data) {
+            if (s->ffn_d[i].dst) cudaFree(s->ffn_d[i].dst);
+            s->ffn_d[i] = s->ffn_d[--s->n_ffn_d];
+        } else {
+            i++;
+        }
+}
+
+void cu_ffn_free(cu_state *s) {
+    for (int i = 0; i < s->n_ffn_d; i++)
+        if (s->ffn_d[i].dst) cudaFree(s->ffn_d[i].dst);
+    free(s->ffn_d);
+    s->ffn_d = NULL;
+    s->n_ffn_d = s->cap_ffn_d = 0;
+}
+
+template <int PER> static int ff_resident(cu_state *s, size_t smem) {
+    int nb = 0, optin = 0;
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->dev);
+    if (smem + 1024 > (size_t)optin || cudaFuncSetAttribute(k_ffn<PER>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<PER>, FF_THREADS, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return nb * s->sm_count;
+}
+
+/* The launch's K (sub-blocks a block) and PER (norm values a thread), 0 where it does not take these
+ * weights: q4_0 gate, up and down of one shape, rows of at most 2048 values, every block
+ * resident at once in at most the shared memory of one block an SM. */
+static int ff_plan(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int *K, int *per, size_t *smem) {
+    const int64_t d = g->n_in, n_ff = g->n_out;
+    if (g->type != FF_T || u->type != FF_T || dw->type != FF_T || u->n_in != d || u->n_out != n_ff || dw->n_in != n_ff ||
+        dw->n_out != d || d % 32 || n_ff % 32 || d > 2 * FF_THREADS)
+        return 0;
+    *per = d > FF_THREADS ? 2 : 1;
+    for (int k = 1; k <= FF_KMAX; k++) {
+        if (n_ff % (32 * k)) continue;
+        const size_t m = ff_layout((int)d, k, g->row_bytes).total;
+        const int fit = *per == 2 ? ff_resident<2>(s, m) : ff_resident<1>(s, m);
+        if (n_ff / (32 * k) <= fit) {
+            *K = k;
+            *smem = m;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n) {
+    int K, per;
+    size_t smem;
+    return s->ffn && n == 1 && ff_plan(s, g, u, dw, &K, &per, &smem) && ff_down(s, dw, K);
+}
+
+/* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
+int cu_ffn(cu_state *s, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u, const ob_weight *dw, float *x) {
+    int K = 0, per = 0;
+    size_t smem = 0;
+    if (!ff_plan(s, g, u, dw, &K, &per, &smem)) return 0;
+    const int d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
+    if (!s->ffn_bar) { /* (inside a recording: none yet, the recording is dropped) */
+        cu_reserve(s, (void **)&s->ffn_bar, &s->ffn_bar_cap, 2 * sizeof(unsigned));
+        if (s->ffn_bar) cu_check(cudaMemsetAsync(s->ffn_bar, 0, 2 * sizeof(unsigned), s->stream), "ffn barrier");
+    }
+    cu_reserve(s, (void **)&s->ffn_part, &s->ffn_part_cap, (size_t)nb * d * sizeof(float));
+    if (!s->ffn_bar || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
+    ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, ff_down(s, dw, K), g->scale, u->scale, dw->scale,
+                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, s->ffn_bar};
+    if (per == 2) cu_launch(s, "ffn", nb, FF_THREADS, smem, k_ffn<2>, a);
+    else cu_launch(s, "ffn", nb, FF_THREADS, smem, k_ffn<1>, a);
+    __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
+    return 1;
+}
