@@ -644,6 +644,13 @@ static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_
 }
 
 static void test_ffn(ob_backend *g) {
+    ob_backend *gt = gpu_new_with("OB_CUDA_FFN", "2"); /* (bulk copies) */
+    if (gt) {
+        check_ffn(gt, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
+        check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
+        check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (unaligned spans: the threads' copies) */
+        gpu_free(gt);
+    }
     ob_backend *gf = gpu_new_with("OB_CUDA_FFN", "1");
     if (!gf) return;
     check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1); /* the 1B's shape: two sub-blocks a block, two values a thread */

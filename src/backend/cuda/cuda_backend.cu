@@ -192,7 +192,9 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     const char *ly = getenv("OB_CUDA_LAYER");
     s->layer = ly && !strcmp(ly, "1");
     const char *ff = getenv("OB_CUDA_FFN");
-    s->ffn = ff && !strcmp(ff, "1");
+    s->ffn = ff && (!strcmp(ff, "1") || !strcmp(ff, "2")) ? atoi(ff) : 0;
+    const char *ft = getenv("OB_CUDA_FFN_TRACE");
+    s->ffn_trace = ft && !strcmp(ft, "1");
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");
     s->layer_trace = lt && !strcmp(lt, "1");
     const char *rw = getenv("OB_CUDA_ROWS_WIDE");
@@ -266,6 +268,7 @@ static void cu_free(ob_backend *b) {
     cu_prof_report(s);
     cu_steps_report(s);
     cu_layer_trace_report(s);
+    cu_ffn_trace_report(s);
     cu_graph_free(s);
     for (int i = 0; i < s->n_allocs; i++) cudaFree(s->allocs[i]);
     free(s->allocs);
@@ -274,7 +277,7 @@ static void cu_free(ob_backend *b) {
     free(s->ang_pos);
     cu_ffn_free(s);
     void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks, s->ang,
-                       s->ffn_bar, s->ffn_part};
+                       s->ffn_bar, s->ffn_part, s->ffn_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);

@@ -16,6 +16,9 @@
  * the same bits every run; they differ from the separate path only by down's summation order
  * (each output is a sum over its 32 K-value chunks, then over the chunks, instead of over four
  * warps' lanes).
+ * Status: opt-in (OB_CUDA_FFN=1 threads' copies, =2 Hopper's bulk copies), slower than the
+ * separate path on Llama-3.2-1B Q4_0 (run 28: -4.5% and -2.0% tg128): OB_CUDA_FFN_TRACE=1 times
+ * its stretches (docs/cuda.md, "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).
@@ -34,6 +37,7 @@
 #define FF_KMAX 2 /* 32-value sub-blocks of the intermediate row a block owns, at most */
 #define FF_T OB_TYPE_Q4_0
 #define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
+#define FF_STAMPS 8 /* the trace's stretches (ff_stamp) */
 
 struct ff_args {
     float *x;         /* [d]: the residual row, read (the norm) and added to */
@@ -46,6 +50,7 @@ struct ff_args {
     int d, K, relu2;
     float *part;          /* [blocks][d] */
     unsigned *bar;        /* the grid barrier's counters */
+    long long *trace;     /* OB_CUDA_FFN_TRACE=1: [blocks][FF_STAMPS] cycles summed over launches (NULL: off) */
 };
 
 /* Bytes of block c's chunk of down: d rows of K sub-blocks, their codes [d][K][16], then their
@@ -86,6 +91,33 @@ __host__ __device__ __forceinline__ ff_smem ff_layout(int d, int K, size_t rb) {
     return m;
 }
 
+/* Hopper's bulk copies (TMA): n bytes (a multiple of 16, both ends 16-byte aligned) from global src
+ * to shared dst, counted on the shared-memory barrier bar, issued by one thread. */
+__device__ __forceinline__ void ff_bulk(void *dst, const void *src, unsigned n, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n), "r"((unsigned)__cvta_generic_to_shared(bar))
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void ff_bar_init(uint64_t *bar, unsigned tx) { /* one thread; then __syncthreads */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(tx) : "memory");
+#endif
+}
+__device__ __forceinline__ void ff_bar_wait(uint64_t *bar) { /* phase 0 complete */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(b) : "memory");
+#endif
+}
+
 struct ff_wait {
     __device__ void operator()() const { cu_dep(); }
 };
@@ -98,24 +130,46 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
     sc = xs[sb];
 }
 
-template <int PER> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
+/* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
+ * thread's 16-byte asynchronous copies */
+template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
+    __shared__ __align__(8) uint64_t mbar[2];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = blockIdx.x, C = 32 * a.K, d = a.d;
+    long long st[FF_STAMPS];
+    if (a.trace) st[0] = clock64();
     const ff_smem L = ff_layout(d, a.K, a.rb);
-    const size_t gb = (size_t)C * a.rb;
-    const uint8_t *g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
-    const uint8_t *u = gv_stage<FF_THREADS>(sm + L.u, a.U + (size_t)c * gb, gb);
-    __pipeline_commit();
-    const uint8_t *dn = gv_stage<FF_THREADS>(sm + L.dn, a.D + (size_t)c * ff_chunk(d, a.K), ff_chunk(d, a.K));
-    __pipeline_commit();
+    const size_t gb = (size_t)C * a.rb, cb = ff_chunk(d, a.K);
+    const uint8_t *g, *u, *dn;
+    if constexpr (TMA) {
+        g = sm + L.g;
+        u = sm + L.u;
+        dn = sm + L.dn;
+        if (tid == 0) {
+            ff_bar_init(&mbar[0], (unsigned)(2 * gb));
+            ff_bar_init(&mbar[1], (unsigned)cb);
+            ff_bulk(sm + L.g, a.G + (size_t)c * gb, (unsigned)gb, &mbar[0]);
+            ff_bulk(sm + L.u, a.U + (size_t)c * gb, (unsigned)gb, &mbar[0]);
+            ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[1]);
+        }
+    } else {
+        g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
+        u = gv_stage<FF_THREADS>(sm + L.u, a.U + (size_t)c * gb, gb);
+        __pipeline_commit();
+        dn = gv_stage<FF_THREADS>(sm + L.dn, a.D + (size_t)c * cb, cb);
+        __pipeline_commit();
+    }
     int8_t *xq = (int8_t *)(sm + L.xq), *hq = (int8_t *)(sm + L.hq);
     float2 *xs = (float2 *)(sm + L.xs), *hs = (float2 *)(sm + L.hs);
     float *h = (float *)(sm + L.h);
 
     /* the norm's codes of the whole row (its weights read before the wait) */
     rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait());
-    __pipeline_wait_prior(1);
+    if (a.trace) st[1] = clock64();
+    if constexpr (TMA) ff_bar_wait(&mbar[0]);
+    else __pipeline_wait_prior(1);
     __syncthreads();
+    if (a.trace) st[2] = clock64();
 
     /* gate and up: warp w takes values i = w, w + 32, ...; lane l sub-blocks l, l + 32 (as the
      * decode matmul's held rows: the same terms in the same order, then its epilogue's sum over
@@ -151,8 +205,11 @@ template <int PER> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const 
     }
     __syncthreads();
     if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
-    __pipeline_wait_prior(0);
+    if (a.trace) st[3] = clock64();
+    if constexpr (TMA) ff_bar_wait(&mbar[1]);
+    else __pipeline_wait_prior(0);
     __syncthreads();
+    if (a.trace) st[4] = clock64();
 
     /* this chunk's share of every output of down: thread t rows t, t + 1024, ... */
     {
@@ -180,7 +237,9 @@ template <int PER> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const 
             part[r] = v;
         }
     }
+    if (a.trace) st[5] = clock64();
     grid_sync(a.bar);
+    if (a.trace) st[6] = clock64();
 
     /* rows [c * rpb, (c + 1) * rpb): warp w rows c * rpb + w, + 32, ...; lane l the blocks l, l + 32, ... */
     const int nb = gridDim.x, rpb = (d + nb - 1) / nb, r1 = min(d, (c + 1) * rpb);
@@ -189,6 +248,16 @@ template <int PER> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const 
         for (int b = lane; b < nb; b += 32) v += __ldcg(a.part + (size_t)b * d + r);
         v = gv_warp_sum(v);
         if (lane == 0) a.x[r] = v * a.ds + a.x[r];
+    }
+    if (a.trace) {
+        __syncthreads();
+        if (tid == 0) { /* each stretch's cycles; [7]: the block's life before the barrier's end (its start's lateness) */
+            long long *t = a.trace + (size_t)c * FF_STAMPS;
+            for (int i = 0; i < 6; i++) t[i] += st[i + 1] - st[i];
+            t[6] += clock64() - st[6];
+            t[7] += st[6] - st[0];
+            if (c == 0) a.trace[(size_t)gridDim.x * FF_STAMPS]++; /* launches, replays included */
+        }
     }
 }
 
@@ -203,13 +272,7 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
     for (int i = 0; i < s->n_ffn_d; i++)
         if (s->ffn_d[i].src == w->data && s->ffn_d[i].K == K) return s->ffn_d[i].dst;
     if (s->cap) return NULL; /* no allocation inside a recording (the engine runs a step eagerly before recording it) */
-    if (s->n_ffn_d == s->cap_ffn_d) {
-        const int cap = s->cap_ffn_d ? 2 * s->cap_ffn_d : 64;
-        cu_ffn_down *n = (cu_ffn_down *)realloc(s->ffn_d, (size_t)cap * sizeof *n);
-        if (!n) return NULL;
-        s->ffn_d = n;
-        s->cap_ffn_d = cap;
-    }
+    if (!cu_grow((void **)&s->ffn_d, s->n_ffn_d, &s->cap_ffn_d, sizeof *s->ffn_d)) return NULL;
     const int d = (int)w->n_out, nsb = (int)(w->n_in / 32);
     uint8_t *dst = NULL;
     if (cudaMalloc((void **)&dst, w->row_bytes * (size_t)d + 32) != cudaSuccess) { /* (+32: staging reads whole 16-byte words) */
@@ -244,10 +307,11 @@ void cu_ffn_free(cu_state *s) {
 }
 
 template <int PER> static int ff_resident(cu_state *s, size_t smem) {
+    cudaFuncSetAttribute(k_ffn<PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     int nb = 0, optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->dev);
-    if (smem + 1024 > (size_t)optin || cudaFuncSetAttribute(k_ffn<PER>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<PER>, FF_THREADS, smem) != cudaSuccess) {
+    if (smem + 1024 > (size_t)optin || cudaFuncSetAttribute(k_ffn<PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<PER, false>, FF_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
@@ -294,10 +358,46 @@ int cu_ffn(cu_state *s, ob_act act, const float *w, float eps, const ob_weight *
     }
     cu_reserve(s, (void **)&s->ffn_part, &s->ffn_part_cap, (size_t)nb * d * sizeof(float));
     if (!s->ffn_bar || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
+    if (s->ffn_trace && !s->ffn_ticks) {
+        cu_reserve(s, (void **)&s->ffn_ticks, &s->ffn_ticks_cap, (size_t)(nb + 1) * FF_STAMPS * sizeof(long long));
+        if (s->ffn_ticks) cu_check(cudaMemsetAsync(s->ffn_ticks, 0, s->ffn_ticks_cap, s->stream), "ffn trace");
+        s->ffn_trace_nb = nb;
+    }
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, ff_down(s, dw, K), g->scale, u->scale, dw->scale,
-                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, s->ffn_bar};
-    if (per == 2) cu_launch(s, "ffn", nb, FF_THREADS, smem, k_ffn<2>, a);
-    else cu_launch(s, "ffn", nb, FF_THREADS, smem, k_ffn<1>, a);
+                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, s->ffn_bar,
+                 s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
+    const bool tma = s->ffn == 2 && s->pdl && ((uintptr_t)a.G | (uintptr_t)a.U | (uintptr_t)a.D | (2 * 32 * K * g->row_bytes)) % 16 == 0;
+    if (per == 2) cu_launch(s, "ffn", nb, FF_THREADS, smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
+    else cu_launch(s, "ffn", nb, FF_THREADS, smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
     __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
     return 1;
+}
+
+void cu_ffn_trace_report(cu_state *s) {
+    if (!s->ffn_ticks) return;
+    const int nb = s->ffn_trace_nb;
+    long long *t = (long long *)malloc((size_t)(nb + 1) * FF_STAMPS * sizeof(long long));
+    if (!t || cudaMemcpy(t, s->ffn_ticks, (size_t)(nb + 1) * FF_STAMPS * sizeof(long long), cudaMemcpyDeviceToHost) != cudaSuccess ||
+        !t[(size_t)nb * FF_STAMPS]) {
+        free(t);
+        return;
+    }
+    const long long n = t[(size_t)nb * FF_STAMPS];
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, s->dev);
+    static const char *name[FF_STAMPS] = {"wait + norm codes", "gate/up staged", "gate/up + codes", "down staged", "down shares",
+                                          "barrier", "sum + add", "life before the barrier's end"};
+    fprintf(stderr, "ffn kernel, %lld launches of %d blocks (us each at %.2f GHz, mean / min / max over blocks):", n, nb, khz / 1e6);
+    for (int i = 0; i < FF_STAMPS; i++) {
+        double sum = 0, lo = 1e30, hi = 0;
+        for (int b = 0; b < nb; b++) {
+            const double us = (double)t[(size_t)b * FF_STAMPS + i] / n / (khz / 1e3);
+            sum += us;
+            lo = us < lo ? us : lo;
+            hi = us > hi ? us : hi;
+        }
+        fprintf(stderr, " %s %.2f / %.2f / %.2f;", name[i], sum / nb, lo, hi);
+    }
+    fprintf(stderr, "\n");
+    free(t);
 }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "backend/backend.h"
 extern "C" {
@@ -185,13 +186,17 @@ typedef struct {
     cu_f16c *f16c;         /* those copies */
     int n_f16c, cap_f16c;
     int f16c_full;         /* a copy was refused for memory (said once) */
-    int ffn;               /* OB_CUDA_FFN=1: one token's feed-forward block in one launch where it applies (cuda_ffn.cu) */
+    int ffn;               /* OB_CUDA_FFN=1 (=2: its weights staged by bulk copies, sm_90): one token's feed-forward block in one launch where it applies (cuda_ffn.cu) */
     unsigned *ffn_bar;     /* its grid barrier (cuda_grid.cuh), zeroed once */
     size_t ffn_bar_cap;
     float *ffn_part;       /* [ffn_part_cap bytes]: its blocks' shares of down's outputs */
     size_t ffn_part_cap;
     cu_ffn_down *ffn_d;    /* its down copies */
     int n_ffn_d, cap_ffn_d;
+    int ffn_trace;         /* OB_CUDA_FFN_TRACE=1: time its stretches (printed at the end) */
+    long long *ffn_ticks;
+    size_t ffn_ticks_cap;
+    int ffn_trace_nb;
 } cu_state;
 
 /* Aborts with the call and CUDA's message when e is an error. */
@@ -247,6 +252,18 @@ static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 bloc
     c.numAttrs = s->pdl ? 1 : 0;
     s->launches++;
     cu_check_op(s, cudaLaunchKernelEx(&c, k, args...), what);
+}
+
+/* Room for one more element in the host array *p of *cap elements of elem bytes that holds n
+ * (doubled, from 64); 0 when out of memory (*p as it was). */
+static inline int cu_grow(void **p, int n, int *cap, size_t elem) {
+    if (n < *cap) return 1;
+    const int c = *cap ? 2 * *cap : 64;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = c;
+    return 1;
 }
 
 /* Device copy of host[n] (see cu_idx_slot). */
@@ -378,5 +395,6 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
 int cu_ffn(cu_state *s, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u, const ob_weight *dw, float *x);
 void cu_ffn_forget(cu_state *s, const void *data);
 void cu_ffn_free(cu_state *s);
+void cu_ffn_trace_report(cu_state *s);
 
 #endif

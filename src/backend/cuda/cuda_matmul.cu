@@ -93,13 +93,7 @@ static const void *f16_copy(cu_state *s, const ob_weight *w) {
     const size_t bytes = (size_t)w->n_in * (size_t)w->n_out * 2;
     size_t fr = 0, tot = 0;
     void *h = NULL;
-    if (s->n_f16c == s->cap_f16c) {
-        const int cap = s->cap_f16c ? 2 * s->cap_f16c : 64;
-        cu_f16c *n = (cu_f16c *)realloc(s->f16c, (size_t)cap * sizeof *n);
-        if (!n) return NULL;
-        s->f16c = n;
-        s->cap_f16c = cap;
-    }
+    if (!cu_grow((void **)&s->f16c, s->n_f16c, &s->cap_f16c, sizeof *s->f16c)) return NULL;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < bytes + f16c_reserve(tot) || cudaMalloc(&h, bytes) != cudaSuccess) {
         cudaGetLastError();
         s->f16c_full = 1;
