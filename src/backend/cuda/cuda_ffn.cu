@@ -16,9 +16,11 @@
  * the same bits every run; they differ from the separate path only by down's summation order
  * (each output is a sum over its 32 K-value chunks, then over the chunks, instead of over four
  * warps' lanes).
- * Status: opt-in (OB_CUDA_FFN=1 threads' copies, =2 Hopper's bulk copies), slower than the
- * separate path on Llama-3.2-1B Q4_0 (run 28: -4.5% and -2.0% tg128): OB_CUDA_FFN_TRACE=1 times
- * its stretches (docs/cuda.md, "The one-token feed-forward kernel").
+ * Status: opt-in (OB_CUDA_FFN=1 threads' copies, =2 Hopper's bulk copies). On Llama-3.2-1B Q4_0
+ * (run 28, tg128 against the separate path) =1 -4.6% to -5.8%, =2 level (+0.1%, the sum's loads
+ * coalesced): it saves 1.0 us of the FFN's 17.1 a layer, and the next layer's norm takes 1.2 us
+ * longer (every SM held to the end: the next weights cannot be staged early). OB_CUDA_FFN_TRACE=1
+ * times its stretches (docs/cuda.md, "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).
@@ -37,7 +39,13 @@
 #define FF_KMAX 2 /* 32-value sub-blocks of the intermediate row a block owns, at most */
 #define FF_T OB_TYPE_Q4_0
 #define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
-#define FF_STAMPS 8 /* the trace's stretches (ff_stamp) */
+#define FF_STAMPS 11 /* the trace's stretches (cu_ffn_trace_report) */
+#define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
+#ifndef FF_NCH
+#define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
+                      * of the first rows may overlap the arrival of the last (run 28: 4 parts, -1.4% against one; the
+                      * products were not waiting for bytes, and thread 0 issued 9 copies before its norm) */
+#endif
 
 struct ff_args {
     float *x;         /* [d]: the residual row, read (the norm) and added to */
@@ -119,7 +127,11 @@ __device__ __forceinline__ void ff_bar_wait(uint64_t *bar) { /* phase 0 complete
 }
 
 struct ff_wait {
-    __device__ void operator()() const { cu_dep(); }
+    long long *at; /* (trace) thread 0's cycle count when the wait ended, in shared memory; NULL: none */
+    __device__ void operator()() const {
+        cu_dep();
+        if (at && threadIdx.x == 0) *at = clock64();
+    }
 };
 
 /* One sub-block's int8 codes (8 words) and scale from codes q / scales xs (shared memory). */
@@ -134,10 +146,15 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
  * thread's 16-byte asynchronous copies */
 template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
-    __shared__ __align__(8) uint64_t mbar[2];
+    __shared__ __align__(8) uint64_t mbar[FF_NCH + 1]; /* (bulk copies) the gate/up parts', then down's */
+    __shared__ unsigned gu_max; /* (trace) the slowest warp's gate/up cycles */
+    __shared__ long long waited; /* (trace) when the previous kernel's wait ended */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = blockIdx.x, C = 32 * a.K, d = a.d;
     long long st[FF_STAMPS];
-    if (a.trace) st[0] = clock64();
+    if (a.trace) {
+        st[0] = clock64();
+        if (tid == 0) gu_max = 0;
+    }
     const ff_smem L = ff_layout(d, a.K, a.rb);
     const size_t gb = (size_t)C * a.rb, cb = ff_chunk(d, a.K);
     const uint8_t *g, *u, *dn;
@@ -145,12 +162,15 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         g = sm + L.g;
         u = sm + L.u;
         dn = sm + L.dn;
-        if (tid == 0) {
-            ff_bar_init(&mbar[0], (unsigned)(2 * gb));
-            ff_bar_init(&mbar[1], (unsigned)cb);
-            ff_bulk(sm + L.g, a.G + (size_t)c * gb, (unsigned)gb, &mbar[0]);
-            ff_bulk(sm + L.u, a.U + (size_t)c * gb, (unsigned)gb, &mbar[0]);
-            ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[1]);
+        if (tid == 0) { /* (the barriers are initialized before any other thread waits: rows_regs syncs the block) */
+            const size_t pb = gb / FF_NCH; /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb) */
+            for (int k = 0; k < FF_NCH; k++) {
+                ff_bar_init(&mbar[k], (unsigned)(2 * pb));
+                ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
+                ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
+            }
+            ff_bar_init(&mbar[FF_NCH], (unsigned)cb);
+            ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[FF_NCH]);
         }
     } else {
         g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
@@ -164,10 +184,9 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
     float *h = (float *)(sm + L.h);
 
     /* the norm's codes of the whole row (its weights read before the wait) */
-    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait());
+    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr});
     if (a.trace) st[1] = clock64();
-    if constexpr (TMA) ff_bar_wait(&mbar[0]);
-    else __pipeline_wait_prior(1);
+    if constexpr (!TMA) __pipeline_wait_prior(1); /* (bulk copies: each row's part waited for below) */
     __syncthreads();
     if (a.trace) st[2] = clock64();
 
@@ -188,6 +207,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         }
         for (int i = warp; i < C; i += FF_THREADS / 32) {
             const uint8_t *rg = g + (size_t)i * a.rb, *ru = u + (size_t)i * a.rb;
+            if constexpr (TMA) ff_bar_wait(&mbar[i / (C / FF_NCH)]);
             float v = 0.0f, v2 = 0.0f;
 #pragma unroll
             for (int k = 0; k < 2; k++)
@@ -203,10 +223,15 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
             if (lane == 0) gv_out(h + i, GV_GLU, a.relu2, (0.0f + v) * a.gs, (0.0f + v2) * a.us);
         }
     }
+    if (a.trace) {
+        const long long t = clock64();
+        if (lane == 0) atomicMax(&gu_max, (unsigned)(t - st[2]));
+        st[8] = t;
+    }
     __syncthreads();
     if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
     if (a.trace) st[3] = clock64();
-    if constexpr (TMA) ff_bar_wait(&mbar[1]);
+    if constexpr (TMA) ff_bar_wait(&mbar[FF_NCH]);
     else __pipeline_wait_prior(0);
     __syncthreads();
     if (a.trace) st[4] = clock64();
@@ -241,11 +266,25 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
     grid_sync(a.bar);
     if (a.trace) st[6] = clock64();
 
-    /* rows [c * rpb, (c + 1) * rpb): warp w rows c * rpb + w, + 32, ...; lane l the blocks l, l + 32, ... */
-    const int nb = gridDim.x, rpb = (d + nb - 1) / nb, r1 = min(d, (c + 1) * rpb);
-    for (int r = c * rpb + warp; r < r1; r += FF_THREADS / 32) {
+    /* rows [r0, r0 + nr): every block's shares of them into shared memory (the gate rows' space,
+     * free now: [block][rpb + 1], the padding keeps the reads below off one bank), 16 consecutive
+     * rows of a block a load of 64 bytes; then warp w rows r0 + w, + 32, ...; lane l the blocks
+     * l, l + 32, ... in that order */
+    const int nb = gridDim.x, rpb = (d + nb - 1) / nb, r0 = c * rpb, nr = min(d, r0 + rpb) - r0;
+    float *red = (float *)(sm + L.g);
+    for (int e = tid; e < nb * rpb; e += FF_THREADS) {
+        const int b = e / rpb, k = e % rpb;
+        red[b * (rpb + 1) + k] = k < nr ? __ldcg(a.part + (size_t)b * d + r0 + k) : 0.0f;
+    }
+    __syncthreads();
+    for (int k = warp; k < nr; k += FF_THREADS / 32) {
+        const int r = r0 + k;
+        float p[FF_SUMS];
+#pragma unroll
+        for (int j = 0; j < FF_SUMS; j++) p[j] = lane + 32 * j < nb ? red[(lane + 32 * j) * (rpb + 1) + k] : 0.0f;
         float v = 0.0f;
-        for (int b = lane; b < nb; b += 32) v += __ldcg(a.part + (size_t)b * d + r);
+#pragma unroll
+        for (int j = 0; j < FF_SUMS; j++) v += p[j];
         v = gv_warp_sum(v);
         if (lane == 0) a.x[r] = v * a.ds + a.x[r];
     }
@@ -253,9 +292,17 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         __syncthreads();
         if (tid == 0) { /* each stretch's cycles; [7]: the block's life before the barrier's end (its start's lateness) */
             long long *t = a.trace + (size_t)c * FF_STAMPS;
-            for (int i = 0; i < 6; i++) t[i] += st[i + 1] - st[i];
-            t[6] += clock64() - st[6];
-            t[7] += st[6] - st[0];
+            t[0] += st[1] - st[0];
+            t[1] += st[2] - st[1];
+            t[2] += st[8] - st[2];
+            t[3] += gu_max;
+            t[4] += st[3] - st[8];
+            t[5] += st[4] - st[3];
+            t[6] += st[5] - st[4];
+            t[7] += st[6] - st[5];
+            t[8] += clock64() - st[6];
+            t[9] += st[6] - st[0];
+            t[10] += waited - st[0];
             if (c == 0) a.trace[(size_t)gridDim.x * FF_STAMPS]++; /* launches, replays included */
         }
     }
@@ -331,7 +378,8 @@ static int ff_plan(cu_state *s, const ob_weight *g, const ob_weight *u, const ob
         if (n_ff % (32 * k)) continue;
         const size_t m = ff_layout((int)d, k, g->row_bytes).total;
         const int fit = *per == 2 ? ff_resident<2>(s, m) : ff_resident<1>(s, m);
-        if (n_ff / (32 * k) <= fit) {
+        const int nb = (int)(n_ff / (32 * k)), rpb = (int)((d + nb - 1) / nb);
+        if (nb <= fit && nb <= 32 * FF_SUMS && (size_t)nb * (rpb + 1) * sizeof(float) <= 32 * k * g->row_bytes) {
             *K = k;
             *smem = m;
             return 1;
@@ -385,8 +433,9 @@ void cu_ffn_trace_report(cu_state *s) {
     const long long n = t[(size_t)nb * FF_STAMPS];
     int khz = 0;
     cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, s->dev);
-    static const char *name[FF_STAMPS] = {"wait + norm codes", "gate/up staged", "gate/up + codes", "down staged", "down shares",
-                                          "barrier", "sum + add", "life before the barrier's end"};
+    static const char *name[FF_STAMPS] = {"wait + norm codes", "gate/up arrived", "gate/up, warp 0", "gate/up, slowest warp", "sync + GLU codes",
+                                          "down arrived", "down shares", "barrier", "sum + add", "life before the barrier's end",
+                                          "(of the first: the wait)"};
     fprintf(stderr, "ffn kernel, %lld launches of %d blocks (us each at %.2f GHz, mean / min / max over blocks):", n, nb, khz / 1e6);
     for (int i = 0; i < FF_STAMPS; i++) {
         double sum = 0, lo = 1e30, hi = 0;
