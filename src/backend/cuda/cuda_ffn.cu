@@ -6,7 +6,7 @@
  * the GLU and its codes, down with the residual add), and the down product needs every
  * intermediate value, i.e. every gate/up block, before it starts. Here block c owns the 32 K
  * intermediate values [32 K c, 32 K (c + 1)): it stages their gate and up rows and the matching
- * 32 K columns of down (a copy of down in chunks, made once by ff_repack) in shared memory, all
+ * 32 K columns of down (a copy of down in chunks, made once per weight by k_ffn_repack: ff_down) in shared memory, all
  * before it waits for the previous kernel; then makes the norm's codes of the whole row itself
  * (rows_regs on 1024 threads: the row kernel's arithmetic), its gate and up sums (the decode
  * matmul's held rows' terms and order: the same GLU values as the separate path), the codes of
@@ -43,8 +43,9 @@
 #define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
-                      * of the first rows may overlap the arrival of the last (run 28: 4 parts, -1.4% against one; the
-                      * products were not waiting for bytes, and thread 0 issued 9 copies before its norm) */
+                      * of the first rows may overlap the arrival of the last (run 28: 4 parts -3.4% tg128, one -2.0%,
+                      * each against the default: the products were not waiting for bytes, and thread 0 issued
+                      * nine copies before its norm) */
 #endif
 
 struct ff_args {
