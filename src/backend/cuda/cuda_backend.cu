@@ -201,6 +201,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     /* the whole-layer kernel's norms sum in the order of its 256-thread blocks: the ops' norms do
      * the same when it is on, so that both paths give the same bits */
     s->rows_wide = rw && !strcmp(rw, "0") ? 0 : (rw && !strcmp(rw, "1")) || s->layer ? 1 : 2;
+    const char *rsl = getenv("OB_CUDA_ROWS_SLICES");
+    s->rows_slices = rsl && atoi(rsl) > 0 ? atoi(rsl) : 0;
     const char *wp = getenv("OB_CUDA_ROWS_WPRE");
     s->rows_wpre = !(wp && !strcmp(wp, "0"));
     const char *gd = getenv("OB_CUDA_GV_DIRECT");

@@ -18,9 +18,10 @@
  * warps' lanes).
  * Status: opt-in (OB_CUDA_FFN=1 threads' copies, =2 Hopper's bulk copies). On Llama-3.2-1B Q4_0
  * (run 28, tg128 against the separate path) =1 -4.6% to -5.8%, =2 level (+0.1%, the sum's loads
- * coalesced): it saves 1.0 us of the FFN's 17.1 a layer, and the next layer's norm takes 1.2 us
- * longer (every SM held to the end: the next weights cannot be staged early). OB_CUDA_FFN_TRACE=1
- * times its stretches (docs/cuda.md, "The one-token feed-forward kernel").
+ * coalesced): it saves 1.0 us of the FFN's 17.1 a layer, but the next layer's norm took 1.2 us
+ * longer: its 8 blocks a row shared the 4 SMs this kernel leaves free, two a SM. With
+ * OB_CUDA_ROWS_SLICES=4 (one a free SM), =2 is +4.3% (run 28, call 8). OB_CUDA_FFN_TRACE=1 times
+ * its stretches (docs/cuda.md, "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).

@@ -154,6 +154,9 @@ typedef struct {
     int layer_grid;        /* its blocks (all resident at once), 0 before the first call */
     int rows_wide;         /* row ops on 1024 threads from 2048 values (cuda_ops.cu): 2 all (default), 1 those without a norm
                             * (OB_CUDA_ROWS_WIDE=1, or OB_CUDA_LAYER=1), 0 none (OB_CUDA_ROWS_WIDE=0) */
+    int rows_slices;       /* OB_CUDA_ROWS_SLICES=N: a decode row op's blocks a row at most N (0, default: 2 an SM, at
+                            * most one a 256 values: 8 on the 1B's rows). With OB_CUDA_FFN=2, N = the SMs its kernel
+                            * leaves free (4 on the H200) is +4.3% on the 1B Q4_0 (run 28); alone 4 is level */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */

@@ -79,6 +79,7 @@ static int rows_launch(cu_state *s, const char *what, const float *x, const floa
     if (y != x && n <= CU_GEMV_MAX) {
         ns = (2 * s->sm_count + n - 1) / n;
         if (ns > dim / 256) ns = dim / 256;
+        if (s->rows_slices && ns > s->rows_slices) ns = s->rows_slices;
         if (ns < 1) ns = 1;
     }
     int slice = (dim + ns - 1) / ns;
