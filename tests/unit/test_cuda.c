@@ -648,7 +648,7 @@ static void test_ffn(ob_backend *g) {
     if (gt) {
         check_ffn(gt, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
-        check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (unaligned spans: the threads' copies) */
+        check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
         gpu_free(gt);
     }
     ob_backend *gf = gpu_new_with("OB_CUDA_FFN", "1");
