@@ -60,6 +60,14 @@ static void untrack(cu_state *s, void *p) {
         if (s->allocs[i] == p) { s->allocs[i] = s->allocs[--s->n_allocs]; return; }
 }
 
+unsigned *cu_grid_bar(cu_state *s) {
+    if (!s->grid_bar) {
+        cu_reserve(s, (void **)&s->grid_bar, &s->grid_bar_cap, 2 * sizeof(unsigned));
+        if (s->grid_bar) cu_check(cudaMemsetAsync(s->grid_bar, 0, 2 * sizeof(unsigned), s->stream), "grid barrier");
+    }
+    return s->grid_bar;
+}
+
 void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return;
     if (s->cap) { /* no allocation inside a recording: it is dropped and the step runs eagerly */
@@ -278,8 +286,8 @@ static void cu_free(ob_backend *b) {
     free(s->f16c);
     free(s->ang_pos);
     cu_ffn_free(s);
-    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->layer_bar, s->layer_ticks, s->ang,
-                       s->ffn_bar, s->ffn_part, s->ffn_ticks};
+    void *scratch[] = {s->wdeq, s->xconv, s->xrot, s->xq, s->xq2, s->ytmp, s->attn_part, s->attn_cnt, s->grid_bar, s->layer_ticks, s->ang,
+                       s->ffn_part, s->ffn_ticks};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) if (scratch[i]) cudaFree(scratch[i]);
     for (int i = 0; i < CU_IDX_SLOTS; i++) {
         if (s->idx[i].host) cudaFreeHost(s->idx[i].host);
@@ -456,9 +464,10 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
 static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
                             const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
     cu_state *s = st(b);
-    if (!cu_ffn_takes(s, g, u, d, n)) return 0;
+    cu_ffn_plan p;
+    if (!cu_ffn_takes(s, g, u, d, n, &p)) return 0;
     int took = 0;
-    PROF(s, "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, act, w, eps, g, u, d, x));
+    PROF(s, "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
     if (took) xq_forget(s);
     return took;
 }

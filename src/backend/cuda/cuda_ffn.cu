@@ -355,11 +355,15 @@ void cu_ffn_free(cu_state *s) {
     s->n_ffn_d = s->cap_ffn_d = 0;
 }
 
+/* Blocks of smem bytes the GPU holds at once (0: none). Both instances may then take up to the
+ * most the GPU allows a block (less 1 KB for their static shared memory), whichever shape another
+ * backend of the process planned. */
 template <int PER> static int ff_resident(cu_state *s, size_t smem) {
-    cudaFuncSetAttribute(k_ffn<PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     int nb = 0, optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->dev);
-    if (smem + 1024 > (size_t)optin || cudaFuncSetAttribute(k_ffn<PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+    const int most = optin - 1024;
+    if (smem > (size_t)most || cudaFuncSetAttribute(k_ffn<PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
+        cudaFuncSetAttribute(k_ffn<PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<PER, false>, FF_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
@@ -367,58 +371,61 @@ template <int PER> static int ff_resident(cu_state *s, size_t smem) {
     return nb * s->sm_count;
 }
 
-/* The launch's K (sub-blocks a block) and PER (norm values a thread), 0 where it does not take these
- * weights: q4_0 gate, up and down of one shape, rows of at most 2048 values, every block
- * resident at once in at most the shared memory of one block an SM. */
-static int ff_plan(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int *K, int *per, size_t *smem) {
-    const int64_t d = g->n_in, n_ff = g->n_out;
-    if (g->type != FF_T || u->type != FF_T || dw->type != FF_T || u->n_in != d || u->n_out != n_ff || dw->n_in != n_ff ||
-        dw->n_out != d || d % 32 || n_ff % 32 || d > 2 * FF_THREADS)
-        return 0;
-    *per = d > FF_THREADS ? 2 : 1;
+/* K (sub-blocks a block) and PER (norm values a thread) for rows of d values and n_ff intermediate
+ * ones (rb bytes a gate row), K 0 where they do not fit: rows of at most 2048 values, every block
+ * resident at once in at most the shared memory of one block an SM. Asked of the GPU once per
+ * shape (every layer has the same: s->ffn_p*). */
+static void ff_fit(cu_state *s, int64_t d, int64_t n_ff, size_t rb) {
+    s->ffn_pd = (int)d;
+    s->ffn_pff = n_ff;
+    s->ffn_prb = rb;
+    s->ffn_pk = 0;
+    s->ffn_pper = d > FF_THREADS ? 2 : 1;
+    if (d % 32 || n_ff % 32 || d > 2 * FF_THREADS) return;
     for (int k = 1; k <= FF_KMAX; k++) {
         if (n_ff % (32 * k)) continue;
-        const size_t m = ff_layout((int)d, k, g->row_bytes).total;
-        const int fit = *per == 2 ? ff_resident<2>(s, m) : ff_resident<1>(s, m);
+        const size_t m = ff_layout((int)d, k, rb).total;
+        const int fit = s->ffn_pper == 2 ? ff_resident<2>(s, m) : ff_resident<1>(s, m);
         const int nb = (int)(n_ff / (32 * k)), rpb = (int)((d + nb - 1) / nb);
-        if (nb <= fit && nb <= 32 * FF_SUMS && (size_t)nb * (rpb + 1) * sizeof(float) <= 32 * k * g->row_bytes) {
-            *K = k;
-            *smem = m;
-            return 1;
+        if (nb <= fit && nb <= 32 * FF_SUMS && (size_t)nb * (rpb + 1) * sizeof(float) <= 32 * k * rb) {
+            s->ffn_pk = k;
+            s->ffn_psmem = m;
+            return;
         }
     }
-    return 0;
 }
 
-int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n) {
-    int K, per;
-    size_t smem;
-    return s->ffn && n == 1 && ff_plan(s, g, u, dw, &K, &per, &smem) && ff_down(s, dw, K);
+int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p) {
+    const int64_t d = g->n_in, n_ff = g->n_out;
+    if (!s->ffn || n != 1 || g->type != FF_T || u->type != FF_T || dw->type != FF_T || u->n_in != d || u->n_out != n_ff ||
+        dw->n_in != n_ff || dw->n_out != d)
+        return 0;
+    if (s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes) ff_fit(s, d, n_ff, g->row_bytes);
+    if (!s->ffn_pk) return 0;
+    *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk)};
+    return p->down != NULL;
 }
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
-int cu_ffn(cu_state *s, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u, const ob_weight *dw, float *x) {
-    int K = 0, per = 0;
-    size_t smem = 0;
-    if (!ff_plan(s, g, u, dw, &K, &per, &smem)) return 0;
-    const int d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
-    if (!s->ffn_bar) { /* (inside a recording: none yet, the recording is dropped) */
-        cu_reserve(s, (void **)&s->ffn_bar, &s->ffn_bar_cap, 2 * sizeof(unsigned));
-        if (s->ffn_bar) cu_check(cudaMemsetAsync(s->ffn_bar, 0, 2 * sizeof(unsigned), s->stream), "ffn barrier");
-    }
+int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
+           const ob_weight *dw, float *x) {
+    const int K = p->K, d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
+    unsigned *bar = cu_grid_bar(s);
     cu_reserve(s, (void **)&s->ffn_part, &s->ffn_part_cap, (size_t)nb * d * sizeof(float));
-    if (!s->ffn_bar || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
+    if (!bar || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
     if (s->ffn_trace && !s->ffn_ticks) {
         cu_reserve(s, (void **)&s->ffn_ticks, &s->ffn_ticks_cap, (size_t)(nb + 1) * FF_STAMPS * sizeof(long long));
         if (s->ffn_ticks) cu_check(cudaMemsetAsync(s->ffn_ticks, 0, s->ffn_ticks_cap, s->stream), "ffn trace");
         s->ffn_trace_nb = nb;
     }
-    ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, ff_down(s, dw, K), g->scale, u->scale, dw->scale,
-                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, s->ffn_bar,
+    ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
+                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
-    const bool tma = s->ffn == 2 && s->pdl && ((uintptr_t)a.G | (uintptr_t)a.U | (uintptr_t)a.D | (2 * 32 * K * g->row_bytes)) % 16 == 0;
-    if (per == 2) cu_launch(s, "ffn", nb, FF_THREADS, smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
-    else cu_launch(s, "ffn", nb, FF_THREADS, smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
+    /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
+     * 32 values), so the bases decide (device allocations: always) */
+    const bool tma = s->ffn == 2 && s->pdl && ((uintptr_t)a.G | (uintptr_t)a.U | (uintptr_t)a.D) % 16 == 0;
+    if (p->per == 2) cu_launch(s, "ffn", nb, FF_THREADS, p->smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
+    else cu_launch(s, "ffn", nb, FF_THREADS, p->smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
     __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }

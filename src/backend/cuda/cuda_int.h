@@ -146,8 +146,9 @@ typedef struct {
     int mapped;            /* host_dev hands out those buffers' device addresses (the logits written in place), unless
                             * OB_CUDA_MAPPED=0 or the GPU cannot map host memory */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
-    unsigned *layer_bar;   /* its grid barrier: [0] blocks arrived, [1] generation; zeroed once */
-    size_t layer_bar_cap;
+    unsigned *grid_bar;    /* the grid barrier (cuda_grid.cuh) of the layer kernel and the ffn kernel, one at a time on
+                            * the stream: [0] blocks arrived, [1] generation; zeroed once (cu_grid_bar) */
+    size_t grid_bar_cap;
     int layer_trace;       /* OB_CUDA_LAYER_TRACE=1: time the layer kernel's stretches (printed at the end) */
     unsigned long long *layer_ticks;
     size_t layer_ticks_cap;
@@ -190,8 +191,10 @@ typedef struct {
     int n_f16c, cap_f16c;
     int f16c_full;         /* a copy was refused for memory (said once) */
     int ffn;               /* OB_CUDA_FFN=1 (=2: its weights staged by bulk copies, sm_90): one token's feed-forward block in one launch where it applies (cuda_ffn.cu) */
-    unsigned *ffn_bar;     /* its grid barrier (cuda_grid.cuh), zeroed once */
-    size_t ffn_bar_cap;
+    int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
+                            * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
+    int64_t ffn_pff;
+    size_t ffn_prb, ffn_psmem;
     float *ffn_part;       /* [ffn_part_cap bytes]: its blocks' shares of down's outputs */
     size_t ffn_part_cap;
     cu_ffn_down *ffn_d;    /* its down copies */
@@ -268,6 +271,10 @@ static inline int cu_grow(void **p, int n, int *cap, size_t elem) {
     *cap = c;
     return 1;
 }
+
+/* The grid barrier's counters, zeroed at their first use (NULL inside a recording before it: the
+ * recording is then dropped, cu_reserve). */
+unsigned *cu_grid_bar(cu_state *s);
 
 /* Device copy of host[n] (see cu_idx_slot). */
 const int32_t *cu_idx(cu_state *s, const int32_t *host, int n);
@@ -392,10 +399,17 @@ void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters);
 int cu_layer(cu_state *s, const ob_layer_args *l);
 void cu_layer_trace_report(cu_state *s);
 /* cuda_ffn.cu: backend.h's ffn_decode for one token where _takes says it applies (s->ffn, q4_0
- * weights whose split fits the GPU: then it has made down's chunked copy); _forget drops the copy
+ * weights whose split fits the GPU: then it has made down's chunked copy and the plan that cu_ffn
+ * launches); _forget drops the copy
  * of the weight at data (freed), _free every copy */
-int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n);
-int cu_ffn(cu_state *s, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u, const ob_weight *dw, float *x);
+typedef struct {
+    int K, per;           /* sub-blocks a block, norm values a thread */
+    size_t smem;
+    const uint8_t *down;  /* down's chunked copy */
+} cu_ffn_plan;
+int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p);
+int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
+           const ob_weight *dw, float *x);
 void cu_ffn_forget(cu_state *s, const void *data);
 void cu_ffn_free(cu_state *s);
 void cu_ffn_trace_report(cu_state *s);

@@ -374,11 +374,7 @@ int cu_layer(cu_state *s, const ob_layer_args *l) {
     a.n_split = cu_attn_splits(s, &l->attn);
     a.part = s->attn_part;
     a.cnt = s->attn_cnt;
-    if (!s->layer_bar) { /* (inside a recording: none yet, the recording is dropped) */
-        cu_reserve(s, (void **)&s->layer_bar, &s->layer_bar_cap, 2 * sizeof(unsigned));
-        if (s->layer_bar) cu_check(cudaMemsetAsync(s->layer_bar, 0, 2 * sizeof(unsigned), s->stream), "layer barrier");
-    }
-    a.bar = s->layer_bar;
+    a.bar = cu_grid_bar(s); /* (inside a recording: none yet, the recording is dropped) */
     if (s->layer_trace && !s->layer_ticks) {
         cu_reserve(s, (void **)&s->layer_ticks, &s->layer_ticks_cap, (MK_STAMPS + 1) * sizeof(unsigned long long));
         if (s->layer_ticks) cu_check(cudaMemsetAsync(s->layer_ticks, 0, (MK_STAMPS + 1) * sizeof(unsigned long long), s->stream), "layer trace");
