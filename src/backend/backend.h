@@ -224,8 +224,10 @@ long ob_cuda_angles_read(void);
 long ob_cuda_gqa_rope_launches(void);
 #endif
 #ifdef OB_CUDA
-/* Launches of the one-token feed-forward kernel (ffn_decode, OB_CUDA_FFN=1), every backend (tests). */
+/* Launches of the one-token feed-forward kernel (ffn_decode: cuda_ffn.cu), every backend (tests). */
 long ob_cuda_ffn_launches(void);
+/* The mode cuda backend b runs that kernel in: 2 (bulk copies: the default on Hopper), 1 (OB_CUDA_FFN=1), 0 off (tests). */
+int ob_cuda_ffn_mode(const ob_backend *b);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);

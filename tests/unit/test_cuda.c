@@ -590,10 +590,10 @@ static long ffn_launches(void) {
 #endif
 }
 
-/* ffn_decode of one token on gf (OB_CUDA_FFN=1) against the plain ops on g (rmsnorm, matmul_glu,
+/* ffn_decode of one token on gf against the plain ops on g (OB_CUDA_FFN=0: rmsnorm, matmul_glu,
  * matmul_add): within 2e-5 of the output's scale (down's summation order differs; a wrong chunk,
  * scale or row is off by the whole product), the same bits twice (no atomics), one launch counted;
- * take 0: declined (0 returned, nothing launched, x as it was); g itself (the default) declines. */
+ * take 0: declined (0 returned, nothing launched, x as it was); g itself declines. */
 static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_t n_ff, ob_act act, int take) {
     void *wq[3] = {random_quantized(type, d, n_ff, 0), random_quantized(type, d, n_ff, 0), random_quantized(type, n_ff, d, 0)};
     const int64_t nin[3] = {d, d, n_ff}, nout[3] = {n_ff, n_ff, d};
@@ -643,16 +643,38 @@ static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_
     free(got[1]);
 }
 
-static void test_ffn(ob_backend *g) {
+static long ffn_mode(ob_backend *b) {
+#ifdef OB_CUDA
+    return ob_cuda_ffn_mode(b);
+#else
+    (void)b;
+    return 0;
+#endif
+}
+
+/* gd: the default backend (bulk copies on Hopper, else off) */
+static void test_ffn(ob_backend *gd) {
+    ob_backend *g = gpu_new_with("OB_CUDA_FFN", "0");
+    if (!g) return;
+    CHECK_EQ_INT((int)ffn_mode(g), 0);
+    if (!ffn_mode(gd)) fprintf(stderr, "  cuda ffn: off by default on this GPU (not Hopper): its default path untested\n");
+    check_ffn(gd, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0);
     ob_backend *gt = gpu_new_with("OB_CUDA_FFN", "2"); /* (bulk copies) */
-    if (gt) {
+    if (gt && ffn_mode(gt) == 2) {
         check_ffn(gt, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
-        gpu_free(gt);
+        static const char *const coop[] = {"OB_CUDA_FFN_COOP", "1", NULL};
+        ob_backend *gc = gpu_new_env(coop); /* (cooperative launches) */
+        if (gc) check_ffn(gc, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
+        gpu_free(gc);
     }
+    gpu_free(gt);
     ob_backend *gf = gpu_new_with("OB_CUDA_FFN", "1");
-    if (!gf) return;
+    if (!gf) {
+        gpu_free(g);
+        return;
+    }
     check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1); /* the 1B's shape: two sub-blocks a block, two values a thread */
     check_ffn(gf, g, OB_TYPE_Q4_0, 1024, 5632, OB_ACT_SILU, 1); /* two sub-blocks, one value a thread */
     check_ffn(gf, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
@@ -661,6 +683,7 @@ static void test_ffn(ob_backend *g) {
     check_ffn(gf, g, OB_TYPE_Q4_0, 4096, 1024, OB_ACT_SILU, 0); /* rows over 2048 values: declined */
     check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 16384, OB_ACT_SILU, 0); /* 256+ blocks of two: more than the GPU holds */
     gpu_free(gf);
+    gpu_free(g);
 }
 
 /* Kept f16 copies (gc, the default; g0 with OB_CUDA_F16_COPY=0): products of 40 tokens read them
@@ -2176,7 +2199,9 @@ static void test_grouped_engine(void) {
     }
     int c0 = 0, c1 = 0;
     const long made = glu_codes_made();
+    setenv("OB_CUDA_FFN", "0", 1); /* (the feed-forward kernel takes the GLU's steps) */
     float *plain = ob_test_decode_two(out, "cuda", "OB_CUDA_GLU_CODES", "0", 60, &c0), *codes = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &c1);
+    unsetenv("OB_CUDA_FFN");
     CHECK(glu_codes_made() > made); /* (the default made them) */
     CHECK(plain && codes && c0 == c1);
     if (plain && codes && c0 == c1) CHECK(logits_near(codes, plain, (size_t)2 * 61 * c0, 0.0, "cuda GLU codes vs the quantizer's"));
@@ -2239,39 +2264,49 @@ static void test_attn_codes_engine(void) {
 /* The engine with the decode GLU's codes for ffn_down (the default for q4_0, =2 for q8_0) and
  * the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes
  * between, so its GLU makes none. */
-/* The engine with the one-token feed-forward kernel (OB_CUDA_FFN=1) against the separate ops:
- * logits within 1e-4 of their scale (down's summation order); with it, recorded steps against
- * eager launches (OB_CUDA_GRAPH=0): the same bits. */
+/* The engine with the one-token feed-forward kernel (the default on Hopper, b; threads' copies,
+ * OB_CUDA_FFN=1, d) against the separate ops (OB_CUDA_FFN=0, a): logits within 1e-4 of their
+ * scale (down's summation order); recorded steps against eager launches (OB_CUDA_GRAPH=0, c):
+ * the same bits. */
 static void test_ffn_engine(void) {
     char out[256];
     snprintf(out, sizeof out, "%s/cuda-ffn-llama.gguf", ob_test_tmpdir());
     char *argv[] = {"convert", "tests/golden/llama", "-o", out, "--type", "q4_0", NULL};
     CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
-    int nv[3] = {0, 0, 0};
+    ob_backend *gd = gpu_new();
+    const int on = gd && ffn_mode(gd) != 0;
+    gpu_free(gd);
+    int nv[4] = {0, 0, 0, 0};
+    float *a = ob_test_decode_two(out, "cuda", "OB_CUDA_FFN", "0", 60, &nv[0]);
     const long l = ffn_launches();
-    float *a = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &nv[0]), *b = ob_test_decode_two(out, "cuda", "OB_CUDA_FFN", "1", 60, &nv[1]);
-    CHECK(ffn_launches() > l);
-    setenv("OB_CUDA_FFN", "1", 1);
+    float *b = ob_test_decode_two(out, "cuda", NULL, NULL, 60, &nv[1]);
+    CHECK(on ? ffn_launches() > l : ffn_launches() == l);
     float *c = ob_test_decode_two(out, "cuda", "OB_CUDA_GRAPH", "0", 60, &nv[2]);
-    unsetenv("OB_CUDA_FFN");
-    CHECK(a && b && c && nv[0] == nv[1] && nv[0] == nv[2]);
-    if (a && b && c && nv[0] == nv[1] && nv[0] == nv[2]) {
+    const long l1 = ffn_launches();
+    float *d = ob_test_decode_two(out, "cuda", "OB_CUDA_FFN", "1", 60, &nv[3]);
+    CHECK(ffn_launches() > l1);
+    CHECK(a && b && c && d && nv[0] == nv[1] && nv[0] == nv[2] && nv[0] == nv[3]);
+    if (a && b && c && d && nv[0] == nv[1] && nv[0] == nv[2] && nv[0] == nv[3]) {
         const size_t n = (size_t)2 * 61 * nv[0];
         double scale = 1e-3;
         for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(a[i]));
-        const double diff = max_abs_diff(a, b, n) / scale, same = max_abs_diff(b, c, n);
-        if (diff > 1e-4 || same != 0 || ob_test_verbose)
-            fprintf(stderr, "  cuda-ffn llama/q4_0: |diff| / scale %.3g against the ops, %.3g recorded against eager\n", diff, same);
+        const double diff = max_abs_diff(a, b, n) / scale, diff1 = max_abs_diff(a, d, n) / scale, same = max_abs_diff(b, c, n);
+        if (diff > 1e-4 || diff1 > 1e-4 || same != 0 || ob_test_verbose)
+            fprintf(stderr, "  cuda-ffn llama/q4_0: |diff| / scale %.3g (default), %.3g (threads' copies) against the ops, %.3g recorded against eager\n",
+                    diff, diff1, same);
         CHECK(diff <= 1e-4);
+        CHECK(diff1 <= 1e-4);
         CHECK(same == 0);
     }
     free(a);
     free(b);
     free(c);
+    free(d);
     remove(out);
 }
 
 static void test_glu_codes_engine(void) {
+    setenv("OB_CUDA_FFN", "0", 1); /* (the feed-forward kernel takes llama's GLU steps) */
     long made = glu_codes_made();
     CHECK(ob_test_same_logits("llama", "q4_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     CHECK(glu_codes_made() > made); /* (the path ran: eager steps count, recorded replays do not) */
@@ -2285,6 +2320,7 @@ static void test_glu_codes_engine(void) {
     CHECK(ob_test_same_logits("bitnet", "tq2_0", "cuda", "OB_CUDA_GLU_CODES", "0", 100, "cuda-glu-codes"));
     unsetenv("OB_CUDA_GLU_CODES");
     CHECK(glu_codes_made() == made);
+    unsetenv("OB_CUDA_FFN");
 }
 
 /* The engine with a step's RoPE angles computed once and read by the later layers (the default)

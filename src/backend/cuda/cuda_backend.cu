@@ -199,8 +199,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->graph_max_n = gn && atoi(gn) >= 1 ? atoi(gn) : 64;
     const char *ly = getenv("OB_CUDA_LAYER");
     s->layer = ly && !strcmp(ly, "1");
-    const char *ff = getenv("OB_CUDA_FFN");
-    s->ffn = ff && (!strcmp(ff, "1") || !strcmp(ff, "2")) ? atoi(ff) : 0;
     const char *ft = getenv("OB_CUDA_FFN_TRACE");
     s->ffn_trace = ft && !strcmp(ft, "1");
     const char *lt = getenv("OB_CUDA_LAYER_TRACE");
@@ -256,6 +254,18 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
         fprintf(stderr, "cuda backend: GPU %d (%s) is sm_%d%d but runs this build's code for an older architecture: programmatic "
                 "launch off (slower; make CUDA=1 builds sm_90 code)\n", dev, p.name, p.major, p.minor);
     s->pdl = sm90 && !(pdl && !strcmp(pdl, "0"));
+    /* one token's feed-forward block in one launch (cuda_ffn.cu): by default with bulk copies on
+     * Hopper (=2, which needs the sm_90 code: programmatic launch on), run 29; =1 threads' copies
+     * (slower than the separate ops, run 28), =0 off */
+    const char *ff = getenv("OB_CUDA_FFN");
+    s->ffn = !ff ? (s->pdl && p.major == 9 ? 2 : 0) : !strcmp(ff, "1") ? 1 : !strcmp(ff, "2") && s->pdl ? 2 : 0;
+    /* its grid barrier needs every block resident at once. A plain launch has them all while no
+     * other grid-barrier kernel runs beside it: this process runs one backend's steps at a time,
+     * and processes without MPS take turns on the GPU. OB_CUDA_FFN_COOP=1 (a GPU shared through
+     * MPS with another such process) launches it cooperatively, which guarantees it: -1.4% tg128
+     * on Llama-3.2-1B Q4_0 (run 29) */
+    const char *fc2 = getenv("OB_CUDA_FFN_COOP");
+    s->ffn_coop = p.cooperativeLaunch && fc2 && !strcmp(fc2, "1");
     for (int i = 0; i < CU_IDX_SLOTS; i++)
         if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
             snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));

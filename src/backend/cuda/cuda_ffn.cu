@@ -16,12 +16,14 @@
  * the same bits every run; they differ from the separate path only by down's summation order
  * (each output is a sum over its 32 K-value chunks, then over the chunks, instead of over four
  * warps' lanes).
- * Status: opt-in (OB_CUDA_FFN=1 threads' copies, =2 Hopper's bulk copies). On Llama-3.2-1B Q4_0
- * (run 28, tg128 against the separate path) =1 -4.6% to -5.8%, =2 level (+0.1%, the sum's loads
- * coalesced): it saves 1.0 us of the FFN's 17.1 a layer, but the next layer's norm took 1.2 us
- * longer: its 8 blocks a row shared the 4 SMs this kernel leaves free, two a SM. With
- * OB_CUDA_ROWS_SLICES=4 (one a free SM), =2 is +4.3% (run 28, call 8). OB_CUDA_FFN_TRACE=1 times
- * its stretches (docs/cuda.md, "The one-token feed-forward kernel").
+ * Status: the default on Hopper (s->ffn 2, bulk copies; OB_CUDA_FFN=0 off, =1 threads' copies:
+ * slower than the separate ops, -4.6% to -5.8% tg128 on Llama-3.2-1B Q4_0, run 28). Alone it is
+ * level with the separate ops (+0.1%: it saves 1.0 us of the FFN's 17.1 a layer, but the next
+ * norm's 8 blocks a row then shared the 4 SMs this kernel leaves free, two a SM, 1.2 us longer);
+ * with the one-token row ops capped at the SMs it leaves free (s->ffn_free, cuda_ops.cu) +4.3%
+ * (run 28, call 8; run 29 for the default). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
+ * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
+ * "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).
@@ -314,6 +316,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
 
 static long ffn_launches; /* launches of k_ffn, every backend of the process (tests) */
 extern "C" long ob_cuda_ffn_launches(void) { return __atomic_load_n(&ffn_launches, __ATOMIC_RELAXED); }
+extern "C" int ob_cuda_ffn_mode(const ob_backend *b) { return ((const cu_state *)b->priv)->ffn; }
 
 /* The chunked copy of down (K blocks a chunk), made once per weight at the first call outside a
  * recording (NULL: none, or its memory was refused: the separate path then). */
@@ -324,7 +327,12 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
     if (!cu_grow((void **)&s->ffn_d, s->n_ffn_d, &s->cap_ffn_d, sizeof *s->ffn_d)) return NULL;
     const int d = (int)w->n_out, nsb = (int)(w->n_in / 32);
     uint8_t *dst = NULL;
-    if (cudaMalloc((void **)&dst, w->row_bytes * (size_t)d + 32) != cudaSuccess) { /* (+32: staging reads whole 16-byte words) */
+    const size_t bytes = w->row_bytes * (size_t)d + 32; /* (+32: staging reads whole 16-byte words) */
+    size_t free_b = 0, total_b = 0;
+    /* a copy leaves 256 MiB free at least, else this weight's layers take the separate ops */
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < bytes + ((size_t)256 << 20)) {
+        cudaGetLastError();
+    } else if (cudaMalloc((void **)&dst, bytes) != cudaSuccess) {
         cudaGetLastError();
         dst = NULL;
     } else {
@@ -402,8 +410,11 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
         return 0;
     if (s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes) ff_fit(s, d, n_ff, g->row_bytes);
     if (!s->ffn_pk) return 0;
+    /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
+     * 32 values), so the bases decide (device allocations: always) */
+    if (s->ffn == 2 && ((uintptr_t)g->data | (uintptr_t)u->data) % 16) return 0;
     *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk)};
-    return p->down != NULL;
+    return p->down != NULL && (s->ffn != 2 || (uintptr_t)p->down % 16 == 0);
 }
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
@@ -421,11 +432,10 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
                  g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
-    /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
-     * 32 values), so the bases decide (device allocations: always) */
-    const bool tma = s->ffn == 2 && s->pdl && ((uintptr_t)a.G | (uintptr_t)a.U | (uintptr_t)a.D) % 16 == 0;
-    if (p->per == 2) cu_launch(s, "ffn", nb, FF_THREADS, p->smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
-    else cu_launch(s, "ffn", nb, FF_THREADS, p->smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
+    const bool tma = s->ffn == 2; /* (cu_ffn_takes: aligned bases) */
+    if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
+    else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
+    s->ffn_free = s->sm_count > nb ? s->sm_count - nb : 0;
     __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }

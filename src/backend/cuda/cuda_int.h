@@ -156,8 +156,9 @@ typedef struct {
     int rows_wide;         /* row ops on 1024 threads from 2048 values (cuda_ops.cu): 2 all (default), 1 those without a norm
                             * (OB_CUDA_ROWS_WIDE=1, or OB_CUDA_LAYER=1), 0 none (OB_CUDA_ROWS_WIDE=0) */
     int rows_slices;       /* OB_CUDA_ROWS_SLICES=N: a decode row op's blocks a row at most N (0, default: 2 an SM, at
-                            * most one a 256 values: 8 on the 1B's rows). With OB_CUDA_FFN=2, N = the SMs its kernel
-                            * leaves free (4 on the H200) is +4.3% on the 1B Q4_0 (run 28); alone 4 is level */
+                            * most one a 256 values: 8 on the 1B's rows; one-token row ops at most ffn_free once the
+                            * feed-forward kernel ran: its next norm starts on the SMs it leaves free, one block each,
+                            * +4.3% on the 1B Q4_0, run 28; alone 4 is level) */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
@@ -190,7 +191,10 @@ typedef struct {
     cu_f16c *f16c;         /* those copies */
     int n_f16c, cap_f16c;
     int f16c_full;         /* a copy was refused for memory (said once) */
-    int ffn;               /* OB_CUDA_FFN=1 (=2: its weights staged by bulk copies, sm_90): one token's feed-forward block in one launch where it applies (cuda_ffn.cu) */
+    int ffn;               /* one token's feed-forward block in one launch where it applies (cuda_ffn.cu): 2 (default on sm_90,
+                            * its weights staged by bulk copies), 1 (OB_CUDA_FFN=1: threads' copies), 0 off */
+    int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
+    int ffn_free;          /* the SMs its last launch left free (0: none yet): decode row ops take at most that many blocks a row */
     int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
                             * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
     int64_t ffn_pff;
@@ -243,21 +247,35 @@ __device__ __forceinline__ void cu_dep() {
 #endif
 }
 
-/* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch. */
+/* Launches k<<<grid, block, smem>>>(args...) on s's stream (see cu_dep) and checks the launch;
+ * coop: as a cooperative launch (every block resident at once, or none started: the kernels with
+ * a grid barrier, cuda_grid.cuh, where another stream or process shares the GPU). */
 template <typename... P, typename... A>
-static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 block, size_t smem, void (*k)(P...), A... args) {
+static inline void cu_launch_as(cu_state *s, const char *what, int coop, dim3 grid, dim3 block, size_t smem, void (*k)(P...), A... args) {
     cudaLaunchConfig_t c = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    int na = 0;
+    if (s->pdl) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (coop) {
+        at[na].id = cudaLaunchAttributeCooperative;
+        at[na++].val.cooperative = 1;
+    }
     c.gridDim = grid;
     c.blockDim = block;
     c.dynamicSmemBytes = smem;
     c.stream = s->stream;
     c.attrs = at;
-    c.numAttrs = s->pdl ? 1 : 0;
+    c.numAttrs = na;
     s->launches++;
     cu_check_op(s, cudaLaunchKernelEx(&c, k, args...), what);
+}
+
+template <typename... P, typename... A>
+static inline void cu_launch(cu_state *s, const char *what, dim3 grid, dim3 block, size_t smem, void (*k)(P...), A... args) {
+    cu_launch_as(s, what, 0, grid, block, smem, k, args...);
 }
 
 /* Room for one more element in the host array *p of *cap elements of elem bytes that holds n

@@ -79,7 +79,8 @@ static int rows_launch(cu_state *s, const char *what, const float *x, const floa
     if (y != x && n <= CU_GEMV_MAX) {
         ns = (2 * s->sm_count + n - 1) / n;
         if (ns > dim / 256) ns = dim / 256;
-        if (s->rows_slices && ns > s->rows_slices) ns = s->rows_slices;
+        const int cap = s->rows_slices ? s->rows_slices : n == 1 ? s->ffn_free : 0;
+        if (cap && ns > cap) ns = cap;
         if (ns < 1) ns = 1;
     }
     int slice = (dim + ns - 1) / ns;
