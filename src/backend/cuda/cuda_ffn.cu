@@ -44,6 +44,11 @@
 #define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
 #define FF_STAMPS 11 /* the trace's stretches (cu_ffn_trace_report) */
 #define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
+#ifndef FF_DOWN_LATE
+#define FF_DOWN_LATE 0 /* bulk copies: down's chunk issued after the norm's codes instead of before the wait, so that
+                        * it does not compete with the gate/up rows and x's loads (down arrives before it is needed
+                        * either way: run 28's trace) */
+#endif
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
                       * of the first rows may overlap the arrival of the last (run 28: 4 parts -3.4% tg128, one -2.0%,
@@ -174,7 +179,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
                 ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
             }
             ff_bar_init(&mbar[FF_NCH], (unsigned)cb);
-            ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[FF_NCH]);
+            if (!FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[FF_NCH]);
         }
     } else {
         g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
@@ -189,6 +194,8 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
 
     /* the norm's codes of the whole row (its weights read before the wait) */
     rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr});
+    if constexpr (TMA && FF_DOWN_LATE)
+        if (tid == 0) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[FF_NCH]);
     if (a.trace) st[1] = clock64();
     if constexpr (!TMA) __pipeline_wait_prior(1); /* (bulk copies: each row's part waited for below) */
     __syncthreads();
