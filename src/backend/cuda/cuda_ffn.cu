@@ -21,7 +21,8 @@
  * level with the separate ops (+0.1%: it saves 1.0 us of the FFN's 17.1 a layer, but the next
  * norm's 8 blocks a row then shared the 4 SMs this kernel leaves free, two a SM, 1.2 us longer);
  * with the one-token row ops capped at the SMs it leaves free (s->ffn_free, cuda_ops.cu) +4.3%
- * (run 28, call 8; run 29 for the default). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
+ * (run 28, call 8; run 29 for the default), and another +3.2% with down's copy issued after the
+ * norm (FF_DOWN_LATE, run 29). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
@@ -45,9 +46,9 @@
 #define FF_STAMPS 11 /* the trace's stretches (cu_ffn_trace_report) */
 #define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
 #ifndef FF_DOWN_LATE
-#define FF_DOWN_LATE 0 /* bulk copies: down's chunk issued after the norm's codes instead of before the wait, so that
-                        * it does not compete with the gate/up rows and x's loads (down arrives before it is needed
-                        * either way: run 28's trace) */
+#define FF_DOWN_LATE 1 /* bulk copies: down's chunk issued after the norm's codes instead of before the wait, so that
+                        * it does not compete with the gate/up rows and x's loads (it still arrives before it is
+                        * needed): +3.2% tg128 on Llama-3.2-1B Q4_0 against 0 (run 29, call 5) */
 #endif
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
