@@ -643,7 +643,7 @@ static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_
     free(got[1]);
 }
 
-static long ffn_mode(ob_backend *b) {
+static int ffn_mode(ob_backend *b) {
 #ifdef OB_CUDA
     return ob_cuda_ffn_mode(b);
 #else
@@ -656,7 +656,7 @@ static long ffn_mode(ob_backend *b) {
 static void test_ffn(ob_backend *gd) {
     ob_backend *g = gpu_new_with("OB_CUDA_FFN", "0");
     if (!g) return;
-    CHECK_EQ_INT((int)ffn_mode(g), 0);
+    CHECK_EQ_INT(ffn_mode(g), 0);
     if (!ffn_mode(gd)) fprintf(stderr, "  cuda ffn: off by default on this GPU (not Hopper): its default path untested\n");
     check_ffn(gd, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0);
     ob_backend *gt = gpu_new_with("OB_CUDA_FFN", "2"); /* (bulk copies) */
@@ -2261,9 +2261,6 @@ static void test_attn_codes_engine(void) {
     CHECK(ob_test_same_logits("qwen3", "q8_0", "cuda", "OB_CUDA_ATTN_MK", "1", 100, "cuda-attn-mk"));
 }
 
-/* The engine with the decode GLU's codes for ffn_down (the default for q4_0, =2 for q8_0) and
- * the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes
- * between, so its GLU makes none. */
 /* The engine with the one-token feed-forward kernel (the default on Hopper, b; threads' copies,
  * OB_CUDA_FFN=1, d) against the separate ops (OB_CUDA_FFN=0, a): logits within 1e-4 of their
  * scale (down's summation order); recorded steps against eager launches (OB_CUDA_GRAPH=0, c):
@@ -2305,6 +2302,10 @@ static void test_ffn_engine(void) {
     remove(out);
 }
 
+/* The engine with the decode GLU's codes for ffn_down (the default for q4_0, =2 for q8_0) and
+ * the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes
+ * between, so its GLU makes none. With the feed-forward kernel off (OB_CUDA_FFN=0): it
+ * takes llama's GLU steps. */
 static void test_glu_codes_engine(void) {
     setenv("OB_CUDA_FFN", "0", 1); /* (the feed-forward kernel takes llama's GLU steps) */
     long made = glu_codes_made();

@@ -419,10 +419,10 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
     if (s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes) ff_fit(s, d, n_ff, g->row_bytes);
     if (!s->ffn_pk) return 0;
     /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
-     * 32 values), so the bases decide (device allocations: always) */
+     * 32 values), so the bases decide (device allocations, down's copy among them: always) */
     if (s->ffn == 2 && ((uintptr_t)g->data | (uintptr_t)u->data) % 16) return 0;
     *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk)};
-    return p->down != NULL && (s->ffn != 2 || (uintptr_t)p->down % 16 == 0);
+    return p->down != NULL;
 }
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
