@@ -154,30 +154,24 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
 }
 
 /* The next norm (a.nx) of the new x by the last block to finish its rows of x: each block counts
- * itself done on bar[2] after its writes (grid_sync's fence and acquire) and the others leave, their
- * SMs to the next kernel's blocks; the last resets the count for the next launch and makes the
- * whole row as the row op does (rows_regs on 1024 threads: the row kernel's arithmetic for rows of
- * 2048 values, within rounding of it for shorter ones), its weights read while it counts. */
-struct ff_last {
-    unsigned *done;
-    __device__ void operator()() const {
-        __shared__ unsigned last;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            __threadfence();
-            last = atomicAdd(done, 1) == gridDim.x - 1;
-            if (last) {
-                atomicExch(done, 0);
-                __threadfence();
-                grid_ld_acquire(done);
-            }
-        }
-        __syncthreads();
-        if (!last) asm volatile("exit;"); /* (the whole block) */
-    }
-};
+ * itself done on bar[2] after its writes (grid_sync's fence and acquire); the last resets the count
+ * for the next launch and makes the whole row as the row op does (rows_regs on 1024 threads: the
+ * row kernel's arithmetic for rows of 2048 values, within rounding of it for shorter ones), while
+ * the others have left their SMs to the next kernel's blocks. */
 template <int PER> __device__ __forceinline__ void ff_next_norm(const ff_args &a) {
-    rows_regs<PER, true, ff_last>(a.x, a.nx.w, a.nx.y, a.d, a.eps, 1, 0, a.nx.q, a.nx.xs, 0, a.d, 1, ff_last{a.bar + 2});
+    __shared__ unsigned last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(a.bar + 2, 1) == gridDim.x - 1;
+        if (last) {
+            atomicExch(a.bar + 2, 0);
+            __threadfence();
+            grid_ld_acquire(a.bar + 2);
+        }
+    }
+    __syncthreads();
+    if (last) rows_regs<PER, true>(a.x, a.nx.w, a.nx.y, a.d, a.eps, 1, 0, a.nx.q, a.nx.xs, 0, a.d, 1);
 }
 
 /* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
