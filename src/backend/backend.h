@@ -180,12 +180,9 @@ struct ob_backend {
      * down), matmul_add of down on gate into x. The one exception to the rule above: the results
      * are the plain ops' up to the summation order of down's products (CUDA splits them over the
      * intermediate dimension). Returns 0 without doing anything when the backend cannot take it
-     * (the engine then issues the ops). y2 (NULL: none): the op that comes next, rmsnorm of the new
-     * x with w2 (NULL: none) and eps into y2, asked of the same call; returns 2 where it did that
-     * too (CUDA: in the kernel's last block, not a launch of its own), 1 where it left it to the
-     * engine. */
+     * (the engine then issues the ops). */
     int (*ffn_decode)(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-                      const ob_weight *d, float *x, float *h, float *gate, float *up, int n, const float *w2, float *y2);
+                      const ob_weight *d, float *x, float *h, float *gate, float *up, int n);
 
     /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
      * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when

@@ -57,13 +57,11 @@ static void f_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, f
 }
 
 static int f_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-                        const ob_weight *d, float *x, float *h, float *gate, float *up, int n, const float *w2, float *y2) {
+                        const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
     b->rmsnorm(b, x, w, h, n, (int)g->n_in, eps);
     b->matmul_glu(b, act, g, u, h, gate, up, n, d);
     b->matmul_add(b, d, gate, x, n);
-    if (!y2) return 1;
-    b->rmsnorm(b, x, w2, y2, n, (int)g->n_in, eps);
-    return 2;
+    return 1;
 }
 
 void ob_backend_plain_fused(ob_backend *b) {

@@ -46,9 +46,6 @@ struct ob_ctx {
     float *embd;                /* host [cap_embd][n_embd] */
     int cap_embd;
     int distinct;               /* the step's tokens are all of different sequences (a decode step) */
-    int normed;                 /* h holds the rmsnorm that comes next, made by the previous layer's ffn_decode: the layer
-                                 * whose attn_norm it is, n_layer the output norm (of the step's one row), -1 none */
-    int out_fused;              /* the last layer's ffn_decode may make the output norm (step_ops: one row, out_rows[0] 0) */
 };
 
 ob_ctx_params ob_ctx_default_params(void) {
@@ -290,8 +287,6 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
                       hp->head_dim, c->n_ctx, pos, seq, 1.0f / sqrtf((float)hp->head_dim), to_wo};
     /* one token of a layer without biases or Q/K norms, nobody observing: one backend call when it
      * takes it (the same results as the ops below) */
-    const int normed = c->normed == il; /* (h: this layer's attn_norm of x, ffn_decode's y2) */
-    c->normed = -1;
     if (n == 1 && be->layer_decode && !c->obs && !L->bq && !L->bk && !L->bv && !L->q_norm && !L->k_norm) {
         ob_layer_args la = {c->x, c->q, c->k, c->v, c->att, c->gate, c->up, &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up,
                             &L->ffn_down, L->attn_norm, L->ffn_norm, L->attn_sub_norm, L->ffn_sub_norm, hp->eps,
@@ -299,7 +294,7 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
         if (be->layer_decode(be, &la)) return;
     }
 
-    if (!normed) norm_act_quant(c, "qkv_in", il, c->x, L->attn_norm, c->h, n, d);
+    norm_act_quant(c, "qkv_in", il, c->x, L->attn_norm, c->h, n, d);
     if (be->matmul_multi) {
         const ob_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
         float *ys[3] = {c->q, c->k, c->v};
@@ -338,17 +333,10 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     }
     matmul_residual(c, &L->wo, o_in, n);
 
-    /* one token's FFN without a sub-norm, nobody observing: one backend call when it takes it, with
-     * the norm that reads its output (the next layer's attn_norm, or the output norm: norm_act_quant
-     * without act_quant_i8 and observer is that rmsnorm alone) into h */
-    if (n == 1 && be->ffn_decode && !c->obs && !L->ffn_sub_norm && !(m->arch->flags & OB_ARCH_ACT_QUANT)) {
-        const int last = il + 1 == hp->n_layer;
-        const float *w2 = last ? m->output_norm : m->layers[il + 1].attn_norm;
-        const int took = be->ffn_decode(be, m->arch->ffn_act, L->ffn_norm, hp->eps, &L->ffn_gate, &L->ffn_up, &L->ffn_down, c->x, c->h,
-                                        c->gate, c->up, n, w2, !last || c->out_fused ? c->h : NULL);
-        if (took == 2) c->normed = il + 1;
-        if (took) return;
-    }
+    /* one token's FFN without a sub-norm, nobody observing: one backend call when it takes it */
+    if (n == 1 && be->ffn_decode && !c->obs && !L->ffn_sub_norm && !(m->arch->flags & OB_ARCH_ACT_QUANT) &&
+        be->ffn_decode(be, m->arch->ffn_act, L->ffn_norm, hp->eps, &L->ffn_gate, &L->ffn_up, &L->ffn_down, c->x, c->h, c->gate, c->up, n))
+        return;
     norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {
         be->matmul_glu(be, m->arch->ffn_act, &L->ffn_gate, &L->ffn_up, c->h, c->gate, c->up, n,
@@ -385,26 +373,18 @@ int ob_decode(ob_ctx_t *c, const ob_batch *b, char *err, size_t errlen) {
 
 /* The ops of one step up to the logits: embeddings, every layer, the rows that asked for output
  * (c->out_rows[n_out]) compacted to the front of h, and with head also the output norm and the
- * vocabulary matmul into logits_dev, or dlogits (when n_out fits one chunk). Returns 1 where h
- * holds those rows' output norm already (one token: the last layer's ffn_decode made it), so that
- * a caller without head skips its own. */
-static int step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_out, int head) {
+ * vocabulary matmul into logits_dev, or dlogits (when n_out fits one chunk). */
+static void step_ops(ob_ctx_t *c, const ob_batch *b, const int32_t *seq, int n_out, int head) {
     ob_model_t *m = c->m;
     ob_backend *be = c->be;
     const int n = b->n_tokens, d = m->hp.n_embd;
     be->get_rows(be, &m->tok_embd, b->tokens, n, c->x);
-    c->normed = -1;
-    c->out_fused = n == 1 && n_out == 1 && c->out_rows[0] == 0; /* (h's row 0 is then the output row's norm) */
     for (int il = 0; il < m->hp.n_layer; il++) layer_forward(c, il, n, b->pos, seq);
-    const int out_normed = c->normed == m->hp.n_layer;
-    c->normed = -1;
-    if (!out_normed)
-        for (int j = 0; j < n_out; j++)
-            be->copy(be, c->h + (size_t)j * d, c->x + (size_t)c->out_rows[j] * d, (size_t)d * sizeof(float));
-    if (!head) return out_normed;
-    if (!out_normed) be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, m->hp.eps);
+    for (int j = 0; j < n_out; j++)
+        be->copy(be, c->h + (size_t)j * d, c->x + (size_t)c->out_rows[j] * d, (size_t)d * sizeof(float));
+    if (!head) return;
+    be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, m->hp.eps);
     be->matmul(be, &m->output, c->h, c->logits_dev ? c->logits_dev : c->dlogits, n_out);
-    return 1;
 }
 
 /* What makes two steps the same sequence of ops for a backend that records them: the context
@@ -443,10 +423,9 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
      * a failed recording ran nothing, so the ops are issued again. */
     if (be->step_kind) be->step_kind(be, c->distinct);
     int graph = be->graph_begin && !c->obs && !c->embd_mode && n_out > 0 && n_out <= c->chunk_out;
-    int out_normed = 0; /* (without head: h holds the output norm already) */
     if (!(graph && be->graph_begin(be, step_key(c, n, n_out), b->tokens, b->pos, seq, n))) {
-        out_normed = step_ops(c, b, seq, n_out, graph);
-        if (graph && be->graph_end(be) != 0) out_normed = step_ops(c, b, seq, n_out, graph);
+        step_ops(c, b, seq, n_out, graph);
+        if (graph && be->graph_end(be) != 0) step_ops(c, b, seq, n_out, graph);
     }
     for (int i = 0; i < n; i++)
         if (b->pos[i] + 1 > c->seq_len[seq[i]]) c->seq_len[seq[i]] = b->pos[i] + 1;
@@ -465,7 +444,7 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
             c->embd = ne;
             c->cap_embd = n_out;
         }
-        if (!out_normed) be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);
+        be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);
         be->download(be, c->embd, c->h, (size_t)n_out * d * sizeof(float));
         be->sync(be);
         c->n_out = n_out;
@@ -481,7 +460,7 @@ static int decode_locked(ob_ctx_t *c, const ob_batch *b, char *err, size_t errle
         c->logits_dev = logits_dev(c);
         c->cap_out = n_out;
     }
-    if (!out_normed) be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);
+    be->rmsnorm(be, c->h, m->output_norm, c->h, n_out, d, hp->eps);
     for (int i0 = 0; i0 < n_out; i0 += c->chunk_out) {
         int cnt = n_out - i0 < c->chunk_out ? n_out - i0 : c->chunk_out;
         be->matmul(be, &m->output, c->h + (size_t)i0 * d, c->dlogits, cnt);

@@ -62,8 +62,8 @@ static void untrack(cu_state *s, void *p) {
 
 unsigned *cu_grid_bar(cu_state *s) {
     if (!s->grid_bar) {
-        cu_reserve(s, (void **)&s->grid_bar, &s->grid_bar_cap, 3 * sizeof(unsigned));
-        if (s->grid_bar) cu_check(cudaMemsetAsync(s->grid_bar, 0, 3 * sizeof(unsigned), s->stream), "grid barrier");
+        cu_reserve(s, (void **)&s->grid_bar, &s->grid_bar_cap, 2 * sizeof(unsigned));
+        if (s->grid_bar) cu_check(cudaMemsetAsync(s->grid_bar, 0, 2 * sizeof(unsigned), s->stream), "grid barrier");
     }
     return s->grid_bar;
 }
@@ -264,10 +264,6 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
      * and processes without MPS take turns on the GPU. OB_CUDA_FFN_COOP=1 (a GPU shared through
      * MPS with another such process) launches it cooperatively, which guarantees it: -1.4% tg128
      * on Llama-3.2-1B Q4_0 (run 29) */
-    /* its last block makes the next norm (ffn_decode's y2), instead of that norm's own launch
-     * (OB_CUDA_FFN_NORM=0 off; docs/bench.md run 30) */
-    const char *fn = getenv("OB_CUDA_FFN_NORM");
-    s->ffn_norm = !(fn && !strcmp(fn, "0"));
     const char *fc2 = getenv("OB_CUDA_FFN_COOP");
     s->ffn_coop = p.cooperativeLaunch && fc2 && !strcmp(fc2, "1");
     for (int i = 0; i < CU_IDX_SLOTS; i++)
@@ -476,25 +472,14 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
 }
 
 static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-                            const ob_weight *d, float *x, float *h, float *gate, float *up, int n, const float *w2, float *y2) {
+                            const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
     cu_state *s = st(b);
     cu_ffn_plan p;
     if (!cu_ffn_takes(s, g, u, d, n, &p)) return 0;
-    /* the next norm in the kernel's last block (s->ffn_norm): its codes for the products that read
-     * y2, as the row op makes them, where no f16 copy of y2 is wanted (cuBLAS: not one token's) */
-    cu_ffn_next nx = {NULL, NULL, NULL, NULL};
-    if (y2 && s->ffn_norm && !cu_xc_rows(s, 1, (int)g->n_in)) {
-        cu_xq_bufs(s, 1, (int)g->n_in, &nx.q, &nx.xs);
-        if (nx.q) nx = {w2, y2, nx.q, nx.xs};
-    }
     int took = 0;
-    PROF(s, nx.y ? "ffn q4_0 n=1 + next norm" : "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out,
-         took = cu_ffn(s, &p, act, w, eps, g, u, d, x, &nx));
-    if (!took) return 0;
-    xq_forget(s);
-    if (!nx.y) return 1;
-    cu_xq_tag(s, y2, 1, (int)g->n_in);
-    return 2;
+    PROF(s, "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
+    if (took) xq_forget(s);
+    return took;
 }
 
 static void cu_op_get_rows(ob_backend *b, const ob_weight *w, const int32_t *ids, int n, float *y) {

@@ -67,9 +67,8 @@ struct ff_args {
     size_t rb;            /* gate / up row bytes */
     int d, K, relu2;
     float *part;          /* [blocks][d] */
-    unsigned *bar;        /* the grid barrier's counters, then the count of blocks done (cu_grid_bar) */
+    unsigned *bar;        /* the grid barrier's counters */
     long long *trace;     /* OB_CUDA_FFN_TRACE=1: [blocks][FF_STAMPS] cycles summed over launches (NULL: off) */
-    cu_ffn_next nx;       /* the next norm, made by the last block to finish (nx.y NULL: none) */
 };
 
 /* Bytes of block c's chunk of down: d rows of K sub-blocks, their codes [d][K][16], then their
@@ -151,27 +150,6 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
     const int4 a = p[0], b = p[1];
     x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
     sc = xs[sb];
-}
-
-/* The next norm (a.nx) of the new x by the last block to finish its rows of x: each block counts
- * itself done on bar[2] after its writes (grid_sync's fence and acquire); the last resets the count
- * for the next launch and makes the whole row as the row op does (rows_regs on 1024 threads: the
- * row kernel's arithmetic for rows of 2048 values, within rounding of it for shorter ones), while
- * the others have left their SMs to the next kernel's blocks. */
-template <int PER> __device__ __forceinline__ void ff_next_norm(const ff_args &a) {
-    __shared__ unsigned last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(a.bar + 2, 1) == gridDim.x - 1;
-        if (last) {
-            atomicExch(a.bar + 2, 0);
-            __threadfence();
-            grid_ld_acquire(a.bar + 2);
-        }
-    }
-    __syncthreads();
-    if (last) rows_regs<PER, true>(a.x, a.nx.w, a.nx.y, a.d, a.eps, 1, 0, a.nx.q, a.nx.xs, 0, a.d, 1);
 }
 
 /* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
@@ -322,7 +300,6 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         v = gv_warp_sum(v);
         if (lane == 0) a.x[r] = v * a.ds + a.x[r];
     }
-    if (a.nx.y) ff_next_norm<PER>(a);
     if (a.trace) {
         __syncthreads();
         if (tid == 0) { /* each stretch's cycles; [7]: the block's life before the barrier's end (its start's lateness) */
@@ -450,7 +427,7 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
 int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-           const ob_weight *dw, float *x, const cu_ffn_next *nx) {
+           const ob_weight *dw, float *x) {
     const int K = p->K, d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
     unsigned *bar = cu_grid_bar(s);
     cu_reserve(s, (void **)&s->ffn_part, &s->ffn_part_cap, (size_t)nb * d * sizeof(float));
@@ -462,7 +439,7 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
     }
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
                  g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
-                 s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL, *nx};
+                 s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
     const bool tma = s->ffn == 2; /* (cu_ffn_takes: aligned bases) */
     if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
     else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);

@@ -147,8 +147,7 @@ typedef struct {
                             * OB_CUDA_MAPPED=0 or the GPU cannot map host memory */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
     unsigned *grid_bar;    /* the grid barrier (cuda_grid.cuh) of the layer kernel and the ffn kernel, one at a time on
-                            * the stream: [0] blocks arrived, [1] generation; [2] the ffn kernel's blocks done (its
-                            * last block makes the next norm); zeroed once (cu_grid_bar) */
+                            * the stream: [0] blocks arrived, [1] generation; zeroed once (cu_grid_bar) */
     size_t grid_bar_cap;
     int layer_trace;       /* OB_CUDA_LAYER_TRACE=1: time the layer kernel's stretches (printed at the end) */
     unsigned long long *layer_ticks;
@@ -195,7 +194,6 @@ typedef struct {
     int ffn;               /* one token's feed-forward block in one launch where it applies (cuda_ffn.cu): 2 (default on sm_90,
                             * its weights staged by bulk copies), 1 (OB_CUDA_FFN=1: threads' copies), 0 off */
     int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
-    int ffn_norm;          /* its last block makes the next norm when asked (ffn_decode's y2; OB_CUDA_FFN_NORM=0: never) */
     int ffn_free;          /* the SMs its last launch left free (0: none yet): decode row ops take at most that many blocks a row */
     int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
                             * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
@@ -428,16 +426,8 @@ typedef struct {
     const uint8_t *down;  /* down's chunked copy */
 } cu_ffn_plan;
 int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p);
-/* The next norm (ffn_decode's y2) that the kernel's last block makes: y = rmsnorm(x) * w with its
- * codes q / xs (cu_xq_bufs); y NULL: none */
-typedef struct {
-    const float *w;
-    float *y;
-    int8_t *q;
-    float2 *xs;
-} cu_ffn_next;
 int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-           const ob_weight *dw, float *x, const cu_ffn_next *nx);
+           const ob_weight *dw, float *x);
 void cu_ffn_forget(cu_state *s, const void *data);
 void cu_ffn_free(cu_state *s);
 void cu_ffn_trace_report(cu_state *s);
