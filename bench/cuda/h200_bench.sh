@@ -35,7 +35,8 @@ tail -16 /tmp/bg.log; tail -3 /tmp/llama-build.log
 M=/tmp/m; LB=/tmp/llsrc/b/bin/llama-bench; LS=/tmp/llsrc/b/bin/llama-server
 ob() { ./build/1bit bench -m $M/$1 -p 512,4096 -n 128 -r 3 --device cuda -o jsonl 2>>$OUT/err.log | tee -a $OUT/ob.jsonl |
        python3 -c "import sys,json;[print('1bit',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
-lb() { LD_LIBRARY_PATH= $LB -m $M/$1 -p 512,4096 -n 128 -r 3 -ngl 99 -fa on -o jsonl 2>>$OUT/err.log | tee -a $OUT/lb.jsonl |
+lb() { [ -x $LB ] || { echo "llama.cpp $1: $LB not built (yet; /tmp/llama-build.log): no figures"; return; }
+       LD_LIBRARY_PATH= $LB -m $M/$1 -p 512,4096 -n 128 -r 3 -ngl 99 -fa on -o jsonl 2>>$OUT/err.log | tee -a $OUT/lb.jsonl |
        python3 -c "import sys,json;[print('llama.cpp',sys.argv[1],r['n_prompt'],r['n_gen'],round(r['avg_ts'],1)) for r in map(json.loads,sys.stdin)]" $1; }
 if [ "$1" = batched ]; then
     LBB=/tmp/llsrc/b/bin/llama-batched-bench
