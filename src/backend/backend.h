@@ -216,6 +216,8 @@ long ob_cuda_glu_codes_made(void);
 long ob_cuda_downloads(void);
 /* One-token f16 / bf16 products that read their rows in place (calls of at most OB_CUDA_GV_DIRECT MiB, default 256), every backend (tests). */
 long ob_cuda_gv_direct_launches(void);
+/* Decode products of weights of two types on one input in one launch (Q4_K_M's Q, K and V; OB_CUDA_GV_TWO=0: a launch a type), every backend (tests). */
+long ob_cuda_gv_two_type_launches(void);
 /* Products that read the int8 codes their input's producer made (no quantizer launch), every backend (tests). */
 long ob_cuda_codes_handed(void);
 /* Launches of the grouped attention's fused form that read their step's RoPE angles (OB_CUDA_ANGLES, on by default), every backend (tests). */

@@ -487,6 +487,36 @@ static int same_matmul(ob_backend *a, ob_backend *b, int type, int64_t n_in, int
     return same;
 }
 
+/* Launches of weights of two types on one input so far (likewise). */
+static long gv_two_launches(void) {
+#ifdef OB_CUDA
+    return ob_cuda_gv_two_type_launches();
+#else
+    return 0;
+#endif
+}
+
+/* Weights of two types on one input in one launch (k_gv2: Q4_K_M's q4_K Q and K beside its q6_K
+ * V) against the plain matmuls, bit for bit (check_fused), at 1, 3, 8 and 17 tokens (its three
+ * instances; 40 tokens decline), either order of the types, one row a block and ten; four
+ * launches a shape. With OB_CUDA_GV_TWO=0 none (a launch a type), the same bits. */
+static void test_gv_two(ob_backend *g) {
+    const long l0 = gv_two_launches();
+    check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 257);
+    check_fused(g, OB_TYPE_Q6_K, OB_TYPE_Q5_K, 4096, 130); /* (the pair the other way round) */
+    check_fused(g, OB_TYPE_Q3_K, OB_TYPE_Q4_K, 1024, 4100);
+    const long made = gv_two_launches() - l0;
+    if (made != 12 || ob_test_verbose) fprintf(stderr, "  cuda two-type launches %ld (must be 12)\n", made);
+    CHECK(made == 12);
+    ob_backend *off = gpu_new_with("OB_CUDA_GV_TWO", "0");
+    CHECK(off != NULL);
+    if (!off) return;
+    const long l1 = gv_two_launches();
+    check_fused(off, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 257);
+    CHECK(gv_two_launches() == l1);
+    gpu_free(off);
+}
+
 /* Products that read a kept f16 copy so far (the CUDA backend's count; builds without it have none). */
 static long f16_reads(void) {
 #ifdef OB_CUDA
@@ -1600,6 +1630,7 @@ OB_SUITE(cuda_kernels) {
     unsetenv("OB_CPU_KERNELS");
     test_matmul_types(g);
     test_fused(g);
+    test_gv_two(g);
     test_ffn(g);
     /* the default: where the codes instance's launch is one wave (q4_K 512 x 512: 64 blocks, one
      * wave on any GPU of compute capability 8.0+), not on the 8B shape's q8_0 gates (4779 blocks,

@@ -217,6 +217,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->gv_direct = gdv < 0 ? 0 : gdv > (1L << 20) ? 1 << 20 : (int)gdv;
     const char *gh = getenv("OB_CUDA_GV_HOLD");
     s->gv_hold = !gh ? 1 : !strcmp(gh, "0") ? 0 : !strcmp(gh, "2") ? 2 : !strcmp(gh, "4") ? 4 : 1;
+    const char *g2 = getenv("OB_CUDA_GV_TWO");
+    s->gv_two = !(g2 && !strcmp(g2, "0"));
     const char *ra = getenv("OB_CUDA_ROPE_ATTN");
     s->rope_attn = !(ra && !strcmp(ra, "0"));
     const char *ac = getenv("OB_CUDA_ATTN_CODES");

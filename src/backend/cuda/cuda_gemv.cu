@@ -430,8 +430,7 @@ __device__ __forceinline__ void gv_l2_prefetch(const uint8_t *p, size_t n) {
  * of its own, so that the others' registers stay as they were). DIRECT (f16 / bf16, one token, calls of at most OB_CUDA_GV_DIRECT MiB, default 256): the
  * rows are read where they are, not staged (gv_rows_direct, DIRECT chunks a thread at a time):
  * no shared memory, so R is bounded by registers only; the same sums as the staged instance. */
-template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0>
-__global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_gv(const gv_args a) {
+template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0> __device__ __forceinline__ void gv_block(const gv_args &a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ float red[GV_THREADS / 32][RMAX * NT];
     int j = 0;
@@ -484,6 +483,20 @@ __global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_
         if constexpr (CODES == GV_CODES_COUNT) gv_glu_codes<NT>(a, J, r0, nr, t0, nt);
         __syncthreads(); /* red is reused by the next token group */
     }
+}
+
+template <int T, int NT, int RMAX, int HS, int CODES, int DIRECT = 0>
+__global__ void __launch_bounds__(GV_THREADS, gv_minb(T, NT, HS, CODES != 0)) k_gv(const gv_args a) {
+    gv_block<T, NT, RMAX, HS, CODES, DIRECT>(a);
+}
+
+/* Weights of two int8-path types on one input in one launch (Q4_K_M's Q and K as q4_K, V as
+ * q6_K): blocks from a2's first job's first on run a2's rows as type T2, the others a's as T.
+ * Each block runs k_gv's code for its type (the same sums: one launch and one dependency wait
+ * fewer than a launch a type). */
+template <int T, int T2, int NT, int RMAX> __global__ void __launch_bounds__(GV_THREADS) k_gv2(const gv_args a, const gv_args a2) {
+    if ((int)blockIdx.x >= a2.job[0].first) gv_block<T2, NT, RMAX, 2, GV_CODES_NONE>(a2);
+    else gv_block<T, NT, RMAX, 2, GV_CODES_NONE>(a);
 }
 
 /* Rows per block (R) for a launch of kernel k over weights of rb row bytes (per staged weight:
@@ -549,6 +562,44 @@ template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> st
     const size_t smem = DIRECT ? 0 : (size_t)weights * gv_span((size_t)a.R * a.rb);
     cu_launch(s, DIRECT ? "matmul (direct)" : "matmul (staged)", (unsigned)blocks, GV_THREADS, smem, k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a);
 }
+
+/* k_gv2's launch: a's weights as type T, a2's as T2, one R for both (the smallest that puts every
+ * block in one wave, at the larger row's staging), a2's blocks after a's. */
+template <int T, int T2, int NT, int RMAX> static void gv_launch2(cu_state *s, gv_args &a, gv_args &a2) {
+    const size_t rb = a.rb > a2.rb ? a.rb : a2.rb;
+    const int R = gv_rows(s, (const void *)k_gv2<T, T2, NT, RMAX>, rb, 1, gv_rows_all(a) + gv_rows_all(a2), RMAX);
+    int blocks = 0;
+    for (gv_args *p : {&a, &a2}) {
+        p->R = R;
+        for (int j = 0; j < p->nj; j++) {
+            p->job[j].first = blocks;
+            blocks += (p->job[j].n_out + R - 1) / R;
+        }
+    }
+    cu_launch(s, "matmul (two types)", (unsigned)blocks, GV_THREADS, gv_span((size_t)R * rb), k_gv2<T, T2, NT, RMAX>, a, a2);
+}
+
+template <int T, int T2> static void gv_type2(cu_state *s, gv_args &a, gv_args &a2) {
+    if (a.n == 1) gv_launch2<T, T2, 1, 16>(s, a, a2);
+    else if (a.n <= 4) gv_launch2<T, T2, 4, 8>(s, a, a2);
+    else gv_launch2<T, T2, 8, 4>(s, a, a2);
+}
+
+/* The type pairs k_gv2 is built for (the first type's weights, then the second's): the attention
+ * mixes of llama.cpp's K-quant files (q6_K or q5_K `attn_v` beside q4_K / q5_K / q3_K Q and K). */
+#define GV_PAIRS(F)                                                                              \
+    F(OB_TYPE_Q4_K, OB_TYPE_Q6_K) F(OB_TYPE_Q5_K, OB_TYPE_Q6_K) F(OB_TYPE_Q3_K, OB_TYPE_Q5_K)    \
+    F(OB_TYPE_Q3_K, OB_TYPE_Q4_K) F(OB_TYPE_Q4_K, OB_TYPE_Q5_K)
+
+static int gv_pair(int t, int t2) {
+#define GV_IS(A, B) if (t == (A) && t2 == (B)) return 1;
+    GV_PAIRS(GV_IS)
+#undef GV_IS
+    return 0;
+}
+
+static long gv_two_type_launches; /* launches of k_gv2, every backend of the process (tests) */
+extern "C" long ob_cuda_gv_two_type_launches(void) { return __atomic_load_n(&gv_two_type_launches, __ATOMIC_RELAXED); }
 
 /* Nonzero when one token's rows of n_in values go to the instance that holds three or four
  * sub-blocks a lane: rows with that many on some lane, and, by default (gv_hold 1), only rows long
@@ -720,6 +771,40 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
     for (int i = 0; i < count; i++) a.job[i] = gv_job_of(ws[i], ys[i]);
     a.nj = count;
     gv_run(s, ws[0]->type, a);
+    return 1;
+}
+
+int cu_gemv_multi2(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
+    if (!s->gv_two || count < 2 || count > GV_JOBS || n > CU_GEMV_MAX || !cu_gemv_takes(s, ws[0], n)) return 0;
+    int t = ws[0]->type, t2 = -1;
+    for (int i = 1; i < count; i++)
+        if (ws[i]->type != t) t2 = ws[i]->type;
+    if (t2 < 0) return 0;
+    if (!gv_pair(t, t2)) { /* the pair the other way round */
+        const int u = t;
+        t = t2;
+        t2 = u;
+        if (!gv_pair(t, t2)) return 0;
+    }
+    gv_args a = gv_base(ws[0], x, n, GV_STORE), a2 = a;
+    for (int i = 0; i < count; i++) {
+        const ob_weight *w = ws[i];
+        if ((w->type != t && w->type != t2) || w->n_in != ws[0]->n_in || !gv_ok(w, x, 1) || !cu_gemv_takes(s, w, n)) return 0;
+        if (n == 1 && OB_CUDA_GV_HOLD && gv_hold4(s->gv_hold, (int)w->n_in)) return 0; /* (k_gv's held4 instance takes those) */
+        gv_args *p = w->type == t ? &a : &a2;
+        p->rb = w->row_bytes;
+        p->job[p->nj++] = gv_job_of(w, ys[i]);
+    }
+    int8_t *q;
+    float2 *xs;
+    cu_xq_codes(s, x, n, a.n_in, &q, &xs); /* the activations' codes, once for both types */
+    a.hold = a2.hold = s->gv_hold != 0;
+    a.xq = a2.xq = q;
+    a.xs = a2.xs = xs;
+#define GV_TWO(A, B) if (t == (A) && t2 == (B)) gv_type2<A, B>(s, a, a2);
+    GV_PAIRS(GV_TWO)
+#undef GV_TWO
+    __atomic_add_fetch(&gv_two_type_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }
 

@@ -128,6 +128,7 @@ typedef struct {
                             * Llama-1B F16 +6%, the 525-657 MB output matrices faster staged; run 20: the
                             * 8B's 224 MiB gate + up faster in place): OB_CUDA_GV_DIRECT=N, default 256;
                             * 0 stages every one */
+    int gv_two;            /* several weights of two types on one input (Q4_K_M's Q, K and V) in one launch (cu_gemv_multi2); OB_CUDA_GV_TWO=0: a launch a type */
     int gv_hold;           /* one token's int8 decode matmul: the lanes' codes in registers, two rows at a time
                             * (cuda_gemv.cu, gv_rows_q8_held). 1 (default): up to two sub-blocks a lane, and
                             * three or four on rows long enough for all four warps (the 8B's ffn_down) in an
@@ -364,6 +365,8 @@ int cu_mmq(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int
 /* whether cu_mmq would take w at n tokens */
 int cu_mmq_takes(const cu_state *s, const ob_weight *w, int n);
 int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
+/* the same for weights of two types (a pair k_gv2 is built for); 0 when it declines */
+int cu_gemv_multi2(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n);
 int cu_gemv_glu(cu_state *s, int relu2, const ob_weight *g, const ob_weight *u, const float *x, float *out, int n, const ob_weight *out_to);
 
 /* cuda_ops.cu: row-wise ops, arguments as backend.h's (index arrays already on the device) */
