@@ -38,6 +38,14 @@
 #define GV_SMEM 32768      /* staged bytes per block, at most (gv_rows) */
 #define GV_SMEM_MAX 45056  /* above this (one row per block), the fallback kernel runs */
 #define GV_JOBS CU_MULTI_MAX
+/* One token's staged rows a weight a block at most (R), and the staged rows of its int8-path
+ * instances (both weights of a GLU: 2 GV_R1). Where a GLU's R was held to 8 (GV_RMAX1 16, build
+ * option), the 1B Q4_K_M's gate/up (q4_K, 72 registers: 7 blocks an SM) took 1024 blocks of 8
+ * rows, 1.1 waves, and so the GLU's codes (one wave only) did not pay there. */
+#define GV_R1 16
+#ifndef GV_RMAX1
+#define GV_RMAX1 (2 * GV_R1)
+#endif
 /* k_gv's registers: N > 0 asks ptxas to fit N blocks an SM (at most 65536 / (128 N) registers a
  * thread) for the one-token instances that hold two sub-blocks a lane (OB_CUDA_GV_MINB) of the
  * types OB_CUDA_GV_MINB_TYPES (bit 1 << type; the held4 and many-token instances spill at 7-8), or
@@ -553,7 +561,8 @@ static size_t gv_bytes(const gv_args &a) { return (size_t)gv_rows_all(a) * a.rb 
 template <int T, int NT, int RMAX, int HS = 2, int CODES = 0, int DIRECT = 0> static void gv_launch(cu_state *s, gv_args &a) {
     const int weights = a.ep == GV_GLU ? 2 : 1;
     const long rows = gv_rows_all(a);
-    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, RMAX, nullptr, !DIRECT);
+    const int rmax = NT == 1 && RMAX > GV_R1 * weights ? GV_R1 * weights : RMAX; /* (one token: GV_R1 rows a weight at most) */
+    a.R = gv_rows(s, (const void *)k_gv<T, NT, RMAX, HS, CODES, DIRECT>, a.rb, weights, rows, rmax, nullptr, !DIRECT);
     int blocks = 0;
     for (int j = 0; j < a.nj; j++) {
         a.job[j].first = blocks;
@@ -624,7 +633,7 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
         a.xs = xs;
     }
     if constexpr (cu_q8_type(T))
-        if (a.cq) return gv_launch<T, 1, 16, 2, GV_CODES_COUNT>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
+        if (a.cq) return gv_launch<T, 1, GV_RMAX1, 2, GV_CODES_COUNT>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
         if (a.n == 1 && gv_hold4(s->gv_hold, a.n_in)) return gv_launch<T, 1, 16, 4>(s, a);
     if constexpr (T == OB_TYPE_F16 || T == OB_TYPE_BF16)
@@ -632,7 +641,8 @@ template <int T> static void gv_type(cu_state *s, gv_args &a) {
             __atomic_add_fetch(&gv_direct_launches, 1, __ATOMIC_RELAXED);
             return gv_launch<T, 1, OB_CUDA_GVD_ROWS, 2, false, OB_CUDA_GVD_CH>(s, a);
         }
-    if (a.n == 1) gv_launch<T, 1, 16>(s, a);
+    if (a.n == 1 && cu_q8_type(T)) gv_launch<T, 1, GV_RMAX1>(s, a);
+    else if (a.n == 1) gv_launch<T, 1, 16>(s, a); /* (the float path holds a sum a staged row in registers) */
     else if (a.n <= 4) gv_launch<T, 4, 8>(s, a);
     else gv_launch<T, 8, 4>(s, a);
 }
@@ -650,7 +660,7 @@ static void gv_run(cu_state *s, int type, gv_args &a) {
 template <int T> static int gv_codes_fit_t(cu_state *s, size_t rb, long n_out) {
     if constexpr (cu_q8_type(T)) {
         int fit = 0;
-        gv_rows(s, (const void *)k_gv<T, 1, 16, 2, GV_CODES_COUNT>, rb, 2, n_out, 16, &fit);
+        gv_rows(s, (const void *)k_gv<T, 1, GV_RMAX1, 2, GV_CODES_COUNT>, rb, 2, n_out, GV_RMAX1, &fit);
         return fit;
     } else {
         return 0;
