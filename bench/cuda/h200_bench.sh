@@ -18,6 +18,7 @@
 # Raw results under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
+trap 'OUT=$OUT sh bench/cuda/out_fit.sh' EXIT # (at most 8 files come back from a call)
 # a machine h200_test.sh did not set up (a fresh one: the last was given back between calls) has
 # neither the build nor the models: say so at once instead of waiting out the call's limit
 [ -f /tmp/bg.log ] || { echo "h200_bench.sh: no h200_setup.sh on this machine (fresh?): run bench/cuda/h200_test.sh first"; exit 1; }

@@ -35,6 +35,7 @@
 # libraries of the Debian build machine). Logs under $OUT.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}
+trap 'OUT=$OUT sh bench/cuda/out_fit.sh' EXIT # (at most 8 files come back from a call)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
 mkdir -p /tmp/deps && tar xJf .gpu/deps.tar.xz -C /tmp/deps
 export C_INCLUDE_PATH=/tmp/deps/include LIBRARY_PATH=/tmp/deps/lib LD_LIBRARY_PATH=/tmp/deps/lib
