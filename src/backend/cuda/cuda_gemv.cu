@@ -589,7 +589,7 @@ template <int T, int T2, int NT, int RMAX> static void gv_launch2(cu_state *s, g
 }
 
 template <int T, int T2> static void gv_type2(cu_state *s, gv_args &a, gv_args &a2) {
-    if (a.n == 1) gv_launch2<T, T2, 1, 16>(s, a, a2);
+    if (a.n == 1) gv_launch2<T, T2, 1, GV_R1>(s, a, a2);
     else if (a.n <= 4) gv_launch2<T, T2, 4, 8>(s, a, a2);
     else gv_launch2<T, T2, 8, 4>(s, a, a2);
 }
@@ -623,15 +623,19 @@ static int gv_hold4(int gv_hold, int n_in) {
 static long gv_direct_launches; /* one-token float products that read their rows in place (tests) */
 extern "C" long ob_cuda_gv_direct_launches(void) { return __atomic_load_n(&gv_direct_launches, __ATOMIC_RELAXED); }
 
-template <int T> static void gv_type(cu_state *s, gv_args &a) {
+/* An int8-path launch's input: the activations' codes, once for every weight of the call (or from
+ * RMSNorm), and whether one token's lanes hold them in registers. */
+static void gv_int8_input(cu_state *s, gv_args &a) {
+    int8_t *q;
+    float2 *xs;
+    cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs);
+    a.xq = q;
+    a.xs = xs;
     a.hold = s->gv_hold != 0;
-    if constexpr (cu_q8_type(T)) { /* the activations' codes, once for every weight of the call (or from RMSNorm) */
-        int8_t *q;
-        float2 *xs;
-        cu_xq_codes(s, a.x, a.n, a.n_in, &q, &xs);
-        a.xq = q;
-        a.xs = xs;
-    }
+}
+
+template <int T> static void gv_type(cu_state *s, gv_args &a) {
+    if constexpr (cu_q8_type(T)) gv_int8_input(s, a);
     if constexpr (cu_q8_type(T))
         if (a.cq) return gv_launch<T, 1, GV_RMAX1, 2, GV_CODES_COUNT>(s, a); /* (cu_gemv_glu asks with one token, not where held4 would take it) */
     if constexpr (cu_q8_type(T) && OB_CUDA_GV_HOLD)
@@ -785,7 +789,7 @@ int cu_gemv_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int
 }
 
 int cu_gemv_multi2(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
-    if (!s->gv_two || count < 2 || count > GV_JOBS || n > CU_GEMV_MAX || !cu_gemv_takes(s, ws[0], n)) return 0;
+    if (!s->gv_two || count < 2 || count > GV_JOBS) return 0;
     int t = ws[0]->type, t2 = -1;
     for (int i = 1; i < count; i++)
         if (ws[i]->type != t) t2 = ws[i]->type;
@@ -805,12 +809,10 @@ int cu_gemv_multi2(cu_state *s, const ob_weight *const *ws, float *const *ys, in
         p->rb = w->row_bytes;
         p->job[p->nj++] = gv_job_of(w, ys[i]);
     }
-    int8_t *q;
-    float2 *xs;
-    cu_xq_codes(s, x, n, a.n_in, &q, &xs); /* the activations' codes, once for both types */
-    a.hold = a2.hold = s->gv_hold != 0;
-    a.xq = a2.xq = q;
-    a.xs = a2.xs = xs;
+    gv_int8_input(s, a); /* (once for both types) */
+    a2.xq = a.xq;
+    a2.xs = a.xs;
+    a2.hold = a.hold;
 #define GV_TWO(A, B) if (t == (A) && t2 == (B)) gv_type2<A, B>(s, a, a2);
     GV_PAIRS(GV_TWO)
 #undef GV_TWO

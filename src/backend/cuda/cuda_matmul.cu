@@ -256,7 +256,7 @@ void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, in
 }
 
 void cu_matmul_multi(cu_state *s, const ob_weight *const *ws, float *const *ys, int count, const float *x, int n) {
-    if (ws[0]->type != OB_TYPE_LEAN4 && cu_gemv_multi2(s, ws, ys, count, x, n)) return;
+    if (cu_gemv_multi2(s, ws, ys, count, x, n)) return; /* (its pairs hold no lean4, whose input mm_input rotates) */
     int done[CU_MULTI_MAX] = {0};
     for (int i = 0; i < count; i++) {
         if (done[i]) continue;
