@@ -689,9 +689,15 @@ static void test_ffn(ob_backend *gd) {
     CHECK_EQ_INT(ffn_mode(g), 0);
     if (!ffn_mode(gd)) fprintf(stderr, "  cuda ffn: off by default on this GPU (not Hopper): its default path untested\n");
     check_ffn(gd, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0);
+    check_ffn(gd, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0); /* (the 1B Q4_K_M's q4_K layers) */
+    ob_backend *gk = gpu_new_with("OB_CUDA_FFN_K", "0");
+    if (gk) check_ffn(gk, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 0); /* q4_K declined */
+    gpu_free(gk);
     ob_backend *gt = gpu_new_with("OB_CUDA_FFN", "2"); /* (bulk copies) */
     if (gt && ffn_mode(gt) == 2) {
         check_ffn(gt, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
+        check_ffn(gt, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 1);
+        check_ffn(gt, g, OB_TYPE_Q4_K, 256, 1024, OB_ACT_RELU2, 1); /* (one super-block a row of down: 4 chunks) */
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
         static const char *const coop[] = {"OB_CUDA_FFN_COOP", "1", NULL};
@@ -707,6 +713,7 @@ static void test_ffn(ob_backend *gd) {
     }
     check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1); /* the 1B's shape: two sub-blocks a block, two values a thread */
     check_ffn(gf, g, OB_TYPE_Q4_0, 1024, 5632, OB_ACT_SILU, 1); /* two sub-blocks, one value a thread */
+    check_ffn(gf, g, OB_TYPE_Q4_K, 1024, 5632, OB_ACT_SILU, 1); /* (22 super-blocks a row of down: 88 blocks) */
     check_ffn(gf, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
     check_ffn(gf, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1);    /* rows of 3 sub-blocks, 10 blocks */
     check_ffn(gf, g, OB_TYPE_Q8_0, 256, 1024, OB_ACT_SILU, 0);  /* another type: declined */

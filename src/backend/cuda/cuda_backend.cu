@@ -268,6 +268,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
      * on Llama-3.2-1B Q4_0 (run 29) */
     const char *fc2 = getenv("OB_CUDA_FFN_COOP");
     s->ffn_coop = p.cooperativeLaunch && fc2 && !strcmp(fc2, "1");
+    const char *fk = getenv("OB_CUDA_FFN_K");
+    s->ffn_k = !(fk && !strcmp(fk, "0"));
     for (int i = 0; i < CU_IDX_SLOTS; i++)
         if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
             snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));

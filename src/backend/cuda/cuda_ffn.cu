@@ -41,8 +41,8 @@
 
 #define FF_THREADS 1024
 #define FF_KMAX 2 /* 32-value sub-blocks of the intermediate row a block owns, at most */
-#define FF_T OB_TYPE_Q4_0
 #define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
+#define FF_K4_ROW 39 /* bytes of a q4_K chunk row (two sub-blocks: 32 code bytes, d and dmin, two 6-bit scales and mins) */
 #define FF_STAMPS 11 /* the trace's stretches (cu_ffn_trace_report) */
 #define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
 #ifndef FF_DOWN_LATE
@@ -71,9 +71,13 @@ struct ff_args {
     long long *trace;     /* OB_CUDA_FFN_TRACE=1: [blocks][FF_STAMPS] cycles summed over launches (NULL: off) */
 };
 
-/* Bytes of block c's chunk of down: d rows of K sub-blocks, their codes [d][K][16], then their
- * scales [d][K] (2 bytes each). */
-__host__ __device__ __forceinline__ size_t ff_chunk(int d, int K) { return (size_t)d * FF_BLK * K; }
+/* Bytes of block c's chunk of down: d rows of K sub-blocks. q4_0: their codes [d][K][16], then
+ * their scales [d][K] (2 bytes each). q4_K (K 2: the two sub-blocks that share a super-block's 32
+ * code bytes, low and high nibbles): the codes [d][32], then each row's d and dmin [d][4] (f16 as
+ * stored), then its two sub-blocks' 6-bit scales and mins [d][3] (sc0 | m0 << 6 | sc1 << 12 | m1 << 18). */
+__host__ __device__ __forceinline__ size_t ff_chunk(int t, int d, int K) {
+    return t == OB_TYPE_Q4_K ? (size_t)d * FF_K4_ROW * (K / 2) : (size_t)d * FF_BLK * K;
+}
 
 /* Down (n_out = d rows of nsb packed q4_0 blocks, cu_pack_rows) in chunks of K blocks a row:
  * element i is row r's block sb. */
@@ -81,12 +85,30 @@ __global__ void k_ffn_repack(const uint8_t *src, uint8_t *dst, int d, int nsb, i
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)d * nsb) return;
     const int r = (int)(i / nsb), sb = (int)(i % nsb), c = sb / K, k = sb % K;
-    const cu_pk p = cu_pk_at<FF_T>(src + (size_t)r * FF_BLK * nsb, nsb, sb);
-    uint8_t *ch = dst + (size_t)c * ff_chunk(d, K);
+    const cu_pk p = cu_pk_at<OB_TYPE_Q4_0>(src + (size_t)r * FF_BLK * nsb, nsb, sb);
+    uint8_t *ch = dst + (size_t)c * ff_chunk(OB_TYPE_Q4_0, d, K);
     const size_t rk = (size_t)r * K + k;
     for (int b = 0; b < 16; b++) ch[16 * rk + b] = p.codes[b]; /* (a source row is 18 nsb bytes: its blocks' alignment varies) */
     ch[(size_t)d * 16 * K + 2 * rk] = p.d[0];
     ch[(size_t)d * 16 * K + 2 * rk + 1] = p.d[1];
+}
+
+/* Down as q4_K (n_out = d rows of nsup super-blocks as stored) in chunks of two sub-blocks a row
+ * (ff_chunk): element i is row r's super-block s, code bytes 32 j .. 32 j + 31 (sub-blocks 2 j and
+ * 2 j + 1), chunk 4 s + j. */
+__global__ void k_ffn_repack_k4(const uint8_t *src, uint8_t *dst, int d, int nsup) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)d * nsup * 4) return;
+    const int r = (int)(i / (4 * nsup)), s = (int)(i % (4 * nsup)) / 4, j = (int)(i % 4);
+    const uint8_t *b = src + ((size_t)r * nsup + s) * 144;
+    uint8_t *ch = dst + (size_t)(4 * s + j) * ff_chunk(OB_TYPE_Q4_K, d, 2);
+    for (int k = 0; k < 32; k++) ch[32 * (size_t)r + k] = b[16 + 32 * j + k];
+    for (int k = 0; k < 4; k++) ch[(size_t)32 * d + 4 * (size_t)r + k] = b[k];
+    int sc0, m0, sc1, m1;
+    k4_scale_min(2 * j, b + 4, &sc0, &m0);
+    k4_scale_min(2 * j + 1, b + 4, &sc1, &m1);
+    const uint32_t v = (uint32_t)sc0 | (uint32_t)m0 << 6 | (uint32_t)sc1 << 12 | (uint32_t)m1 << 18;
+    for (int k = 0; k < 3; k++) ch[(size_t)36 * d + 3 * (size_t)r + k] = (uint8_t)(v >> (8 * k));
 }
 
 /* the shared memory of a block: gate rows, up rows, down's chunk, x's codes and scales, the
@@ -94,13 +116,13 @@ __global__ void k_ffn_repack(const uint8_t *src, uint8_t *dst, int d, int nsb, i
 struct ff_smem {
     size_t g, u, dn, xq, xs, hq, hs, h, total;
 };
-__host__ __device__ __forceinline__ ff_smem ff_layout(int d, int K, size_t rb) {
+__host__ __device__ __forceinline__ ff_smem ff_layout(int t, int d, int K, size_t rb) {
     ff_smem m;
     const size_t rows = gv_span((size_t)32 * K * rb);
     m.g = 0;
     m.u = rows;
     m.dn = 2 * rows;
-    m.xq = m.dn + gv_span(ff_chunk(d, K));
+    m.xq = m.dn + gv_span(ff_chunk(t, d, K));
     m.xs = m.xq + (((size_t)d + 15) & ~(size_t)15);
     m.hq = m.xs + (((size_t)d / 32 * sizeof(float2) + 15) & ~(size_t)15);
     m.hs = m.hq + 32 * FF_KMAX;
@@ -154,7 +176,7 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
 
 /* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
  * thread's 16-byte asynchronous copies */
-template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
+template <int T, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ __align__(8) uint64_t mbar[FF_NCH + 1]; /* (bulk copies) the gate/up parts', then down's */
     __shared__ unsigned gu_max; /* (trace) the slowest warp's gate/up cycles */
@@ -165,8 +187,8 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         st[0] = clock64();
         if (tid == 0) gu_max = 0;
     }
-    const ff_smem L = ff_layout(d, a.K, a.rb);
-    const size_t gb = (size_t)C * a.rb, cb = ff_chunk(d, a.K);
+    const ff_smem L = ff_layout(T, d, a.K, a.rb);
+    const size_t gb = (size_t)C * a.rb, cb = ff_chunk(T, d, a.K);
     const uint8_t *g, *u, *dn;
     if constexpr (TMA) {
         g = sm + L.g;
@@ -215,7 +237,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         for (int k = 0; k < 2; k++) {
             has[k] = lane + 32 * k < nsb;
             if (has[k]) ff_codes(xq, xs, lane + 32 * k, x[k], sc[k]);
-            xp[k] = q8_xpre<FF_T>(x[k]);
+            xp[k] = q8_xpre<T>(x[k]);
         }
         for (int i = warp; i < C; i += FF_THREADS / 32) {
             const uint8_t *rg = g + (size_t)i * a.rb, *ru = u + (size_t)i * a.rb;
@@ -224,7 +246,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
 #pragma unroll
             for (int k = 0; k < 2; k++)
                 if (has[k]) {
-                    q8w<FF_T> W, W2;
+                    q8w<T> W, W2;
                     q8_load(W, rg, lane + 32 * k, a.rb);
                     q8_load(W2, ru, lane + 32 * k, a.rb);
                     v += q8_dot_pre(W, x[k], sc[k], xp[k]);
@@ -256,22 +278,44 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         for (int k = 0; k < FF_KMAX; k++)
             if (k < a.K) ff_codes(hq, hs, k, hx[k], hsc[k]);
         float *part = a.part + (size_t)c * d;
-        const uint8_t *dd = dn + (size_t)d * 16 * a.K;
-        for (int r = tid; r < d; r += FF_THREADS) {
-            float v = 0.0f;
+        if constexpr (T == OB_TYPE_Q4_K) { /* (K 2: ff_fit) */
+            const uint8_t *hd = dn + (size_t)32 * d, *sm3 = dn + (size_t)36 * d;
+            for (int r = tid; r < d; r += FF_THREADS) {
+                uint32_t q[8];
+                ld_words16<8>(dn + 32 * (size_t)r, q);
+                const float dh = q8_ld_h(hd + 4 * (size_t)r), mh = q8_ld_h(hd + 4 * (size_t)r + 2);
+                const uint8_t *p3 = sm3 + 3 * (size_t)r;
+                const uint32_t sv = (uint32_t)p3[0] | (uint32_t)p3[1] << 8 | (uint32_t)p3[2] << 16;
+                float v = 0.0f;
 #pragma unroll
-            for (int k = 0; k < FF_KMAX; k++)
-                if (k < a.K) {
-                    const size_t rk = (size_t)r * a.K + k;
-                    q8w<FF_T> W;
-                    uint32_t q[4];
-                    ld_words16<4>(dn + 16 * rk, q); /* (16-byte aligned: a chunk is a multiple of 16 bytes) */
-                    nibbles_of(q, W.w);
-                    W.d = q8_ld_h(dd + 2 * rk);
-                    W.m = 0.0f;
+                for (int k = 0; k < 2; k++) { /* q8w_k's values: d1 = d sc, m1 = dmin m, nibble half k */
+                    q8w<OB_TYPE_Q4_K> W;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) W.w[i] = (int)((q[i] >> (4 * k)) & 0x0f0f0f0fu);
+                    W.d1 = dh * (float)((sv >> (12 * k)) & 63u);
+                    W.m1 = mh * (float)((sv >> (12 * k + 6)) & 63u);
                     v += W.dot(hx[k], hsc[k]);
                 }
-            part[r] = v;
+                part[r] = v;
+            }
+        } else {
+            const uint8_t *dd = dn + (size_t)d * 16 * a.K;
+            for (int r = tid; r < d; r += FF_THREADS) {
+                float v = 0.0f;
+#pragma unroll
+                for (int k = 0; k < FF_KMAX; k++)
+                    if (k < a.K) {
+                        const size_t rk = (size_t)r * a.K + k;
+                        q8w<OB_TYPE_Q4_0> W;
+                        uint32_t q[4];
+                        ld_words16<4>(dn + 16 * rk, q); /* (16-byte aligned: a chunk is a multiple of 16 bytes) */
+                        nibbles_of(q, W.w);
+                        W.d = q8_ld_h(dd + 2 * rk);
+                        W.m = 0.0f;
+                        v += W.dot(hx[k], hsc[k]);
+                    }
+                part[r] = v;
+            }
         }
     }
     if (a.trace) st[5] = clock64();
@@ -335,7 +379,7 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
     if (!cu_grow((void **)&s->ffn_d, s->n_ffn_d, &s->cap_ffn_d, sizeof *s->ffn_d)) return NULL;
     const int d = (int)w->n_out, nsb = (int)(w->n_in / 32);
     uint8_t *dst = NULL;
-    const size_t bytes = w->row_bytes * (size_t)d + 32; /* (+32: staging reads whole 16-byte words) */
+    const size_t bytes = (size_t)(nsb / K) * ff_chunk(w->type, d, K) + 32; /* (+32: staging reads whole 16-byte words) */
     size_t free_b = 0, total_b = 0;
     /* a copy leaves 256 MiB free at least, else this weight's layers take the separate ops */
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < bytes + ((size_t)256 << 20)) {
@@ -345,7 +389,8 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
         dst = NULL;
     } else {
         const long long n = (long long)d * nsb;
-        k_ffn_repack<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
+        if (w->type == OB_TYPE_Q4_K) k_ffn_repack_k4<<<(unsigned)((n / 2 + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb / 8);
+        else k_ffn_repack<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
         CU_LAUNCHED("ffn down chunks");
         cu_check(cudaStreamSynchronize(s->stream), "ffn down chunks"); /* before any kernel stages them */
     }
@@ -374,13 +419,13 @@ void cu_ffn_free(cu_state *s) {
 /* Blocks of smem bytes the GPU holds at once (0: none). Both instances may then take up to the
  * most the GPU allows a block (less 1 KB for their static shared memory), whichever shape another
  * backend of the process planned. */
-template <int PER> static int ff_resident(cu_state *s, size_t smem) {
+template <int T, int PER> static int ff_resident(cu_state *s, size_t smem) {
     int nb = 0, optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->dev);
     const int most = optin - 1024;
-    if (smem > (size_t)most || cudaFuncSetAttribute(k_ffn<PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
-        cudaFuncSetAttribute(k_ffn<PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<PER, false>, FF_THREADS, smem) != cudaSuccess) {
+    if (smem > (size_t)most || cudaFuncSetAttribute(k_ffn<T, PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
+        cudaFuncSetAttribute(k_ffn<T, PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<T, PER, false>, FF_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
@@ -388,20 +433,24 @@ template <int PER> static int ff_resident(cu_state *s, size_t smem) {
 }
 
 /* K (sub-blocks a block) and PER (norm values a thread) for rows of d values and n_ff intermediate
- * ones (rb bytes a gate row), K 0 where they do not fit: rows of at most 2048 values, every block
- * resident at once in at most the shared memory of one block an SM. Asked of the GPU once per
- * shape (every layer has the same: s->ffn_p*). */
-static void ff_fit(cu_state *s, int64_t d, int64_t n_ff, size_t rb) {
+ * ones (rb bytes a gate row) of type t, K 0 where they do not fit: rows of at most 2048 values, every block
+ * resident at once in at most the shared memory of one block an SM; q4_K K 2 only (a chunk's two
+ * sub-blocks share their code bytes). Asked of the GPU once per shape and type (every layer has
+ * the same: s->ffn_p*). */
+static void ff_fit(cu_state *s, int t, int64_t d, int64_t n_ff, size_t rb) {
+    s->ffn_pt = t;
     s->ffn_pd = (int)d;
     s->ffn_pff = n_ff;
     s->ffn_prb = rb;
     s->ffn_pk = 0;
     s->ffn_pper = d > FF_THREADS ? 2 : 1;
     if (d % 32 || n_ff % 32 || d > 2 * FF_THREADS) return;
-    for (int k = 1; k <= FF_KMAX; k++) {
-        if (n_ff % (32 * k)) continue;
-        const size_t m = ff_layout((int)d, k, rb).total;
-        const int fit = s->ffn_pper == 2 ? ff_resident<2>(s, m) : ff_resident<1>(s, m);
+    for (int k = t == OB_TYPE_Q4_K ? 2 : 1; k <= FF_KMAX; k++) {
+        if (n_ff % (32 * k) || (t == OB_TYPE_Q4_K && n_ff % 256)) continue;
+        const size_t m = ff_layout(t, (int)d, k, rb).total;
+        int fit;
+        if (t == OB_TYPE_Q4_K) fit = s->ffn_pper == 2 ? ff_resident<OB_TYPE_Q4_K, 2>(s, m) : ff_resident<OB_TYPE_Q4_K, 1>(s, m);
+        else fit = s->ffn_pper == 2 ? ff_resident<OB_TYPE_Q4_0, 2>(s, m) : ff_resident<OB_TYPE_Q4_0, 1>(s, m);
         const int nb = (int)(n_ff / (32 * k)), rpb = (int)((d + nb - 1) / nb);
         if (nb <= fit && nb <= 32 * FF_SUMS && (size_t)nb * (rpb + 1) * sizeof(float) <= 32 * k * rb) {
             s->ffn_pk = k;
@@ -413,15 +462,16 @@ static void ff_fit(cu_state *s, int64_t d, int64_t n_ff, size_t rb) {
 
 int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p) {
     const int64_t d = g->n_in, n_ff = g->n_out;
-    if (!s->ffn || n != 1 || g->type != FF_T || u->type != FF_T || dw->type != FF_T || u->n_in != d || u->n_out != n_ff ||
-        dw->n_in != n_ff || dw->n_out != d)
+    const int t = g->type;
+    if (!s->ffn || n != 1 || !(t == OB_TYPE_Q4_0 || (t == OB_TYPE_Q4_K && s->ffn_k)) || u->type != t || dw->type != t || u->n_in != d ||
+        u->n_out != n_ff || dw->n_in != n_ff || dw->n_out != d)
         return 0;
-    if (s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes) ff_fit(s, d, n_ff, g->row_bytes);
+    if (s->ffn_pt != t || s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes) ff_fit(s, t, d, n_ff, g->row_bytes);
     if (!s->ffn_pk) return 0;
     /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
-     * 32 values), so the bases decide (device allocations, down's copy among them: always) */
+     * 32 values; q4_K 144 a super-block, 39 d a chunk), so the bases decide (device allocations, down's copy among them: always) */
     if (s->ffn == 2 && ((uintptr_t)g->data | (uintptr_t)u->data) % 16) return 0;
-    *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk)};
+    *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk), t};
     return p->down != NULL;
 }
 
@@ -441,8 +491,15 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
                  g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
     const bool tma = s->ffn == 2; /* (cu_ffn_takes: aligned bases) */
-    if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
-    else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
+#define FF_LAUNCH(T)                                                                                                                \
+    if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<T, 2, true> : k_ffn<T, 2, false>, a); \
+    else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<T, 1, true> : k_ffn<T, 1, false>, a);
+    if (p->type == OB_TYPE_Q4_K) {
+        FF_LAUNCH(OB_TYPE_Q4_K)
+    } else {
+        FF_LAUNCH(OB_TYPE_Q4_0)
+    }
+#undef FF_LAUNCH
     s->ffn_free = s->sm_count > nb ? s->sm_count - nb : 0;
     __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
     return 1;
