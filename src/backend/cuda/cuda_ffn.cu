@@ -1,6 +1,7 @@
 /* cuda_ffn.cu — one token's feed-forward block in one launch (backend.h's ffn_decode, OB_CUDA_FFN):
  * x += down(act(gate(rmsnorm(x) * w)) * up(rmsnorm(x) * w)) for q4_0 gate, up and down weights,
- * where the split below fits the GPU.
+ * or q4_K ones (the Q4_K_M files' layers whose ffn_down is q4_K; OB_CUDA_FFN_K=0 off; down's chunks
+ * then 39 bytes a row for two sub-blocks, ff_chunk), where the split below fits the GPU.
  *
  * Why: the separate path is three dependent launches (the norm with its codes, gate and up with
  * the GLU and its codes, down with the residual add), and the down product needs every
@@ -247,8 +248,9 @@ template <int T, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS
             for (int k = 0; k < 2; k++)
                 if (has[k]) {
                     q8w<T> W, W2;
-                    q8_load(W, rg, lane + 32 * k, a.rb);
-                    q8_load(W2, ru, lane + 32 * k, a.rb);
+                    /* (q4_K rows by bulk copies: 16-byte aligned, 144-byte blocks) */
+                    q8_load<T, TMA && T == OB_TYPE_Q4_K>(W, rg, lane + 32 * k, a.rb);
+                    q8_load<T, TMA && T == OB_TYPE_Q4_K>(W2, ru, lane + 32 * k, a.rb);
                     v += q8_dot_pre(W, x[k], sc[k], xp[k]);
                     v2 += q8_dot_pre(W2, x[k], sc[k], xp[k]);
                 }
