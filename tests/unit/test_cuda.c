@@ -697,7 +697,7 @@ static void test_ffn(ob_backend *gd) {
     if (gt && ffn_mode(gt) == 2) {
         check_ffn(gt, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
         check_ffn(gt, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 1);
-        check_ffn(gt, g, OB_TYPE_Q4_K, 256, 1024, OB_ACT_RELU2, 1); /* (one super-block a row of down: 4 chunks) */
+        check_ffn(gt, g, OB_TYPE_Q4_K, 256, 1024, OB_ACT_RELU2, 1); /* (gate / up rows of one super-block; 16 chunks) */
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
         static const char *const coop[] = {"OB_CUDA_FFN_COOP", "1", NULL};
@@ -713,6 +713,7 @@ static void test_ffn(ob_backend *gd) {
     }
     check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1); /* the 1B's shape: two sub-blocks a block, two values a thread */
     check_ffn(gf, g, OB_TYPE_Q4_0, 1024, 5632, OB_ACT_SILU, 1); /* two sub-blocks, one value a thread */
+    check_ffn(gf, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 1); /* (two norm values a thread) */
     check_ffn(gf, g, OB_TYPE_Q4_K, 1024, 5632, OB_ACT_SILU, 1); /* (22 super-blocks a row of down: 88 blocks) */
     check_ffn(gf, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
     check_ffn(gf, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1);    /* rows of 3 sub-blocks, 10 blocks */

@@ -479,9 +479,12 @@ static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps
                             const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
     cu_state *s = st(b);
     cu_ffn_plan p;
-    if (!cu_ffn_takes(s, g, u, d, n, &p)) return 0;
+    if (!cu_ffn_takes(s, g, u, d, n, &p)) {
+        if (n == 1) s->ffn_free = 0; /* (the row ops' cap is for the norm after the kernel: Q4_K_M's q6_K-down layers take the separate ops) */
+        return 0;
+    }
     int took = 0;
-    PROF(s, "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
+    PROF(s, p.type == OB_TYPE_Q4_K ? "ffn q4_K n=1" : "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
     if (took) xq_forget(s);
     return took;
 }

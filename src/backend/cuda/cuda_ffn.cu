@@ -26,7 +26,7 @@
  * norm (FF_DOWN_LATE, run 29). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
- * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
+ * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).
  */
@@ -280,7 +280,7 @@ template <int T, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS
         for (int k = 0; k < FF_KMAX; k++)
             if (k < a.K) ff_codes(hq, hs, k, hx[k], hsc[k]);
         float *part = a.part + (size_t)c * d;
-        if constexpr (T == OB_TYPE_Q4_K) { /* (K 2: ff_fit) */
+        if constexpr (T == OB_TYPE_Q4_K) { /* (K is 2: ff_fit; hx[0] / hx[1] are the chunk's two sub-blocks) */
             const uint8_t *hd = dn + (size_t)32 * d, *sm3 = dn + (size_t)36 * d;
             for (int r = tid; r < d; r += FF_THREADS) {
                 uint32_t q[8];

@@ -195,7 +195,7 @@ typedef struct {
     int ffn;               /* one token's feed-forward block in one launch where it applies (cuda_ffn.cu): 2 (default on sm_90,
                             * its weights staged by bulk copies), 1 (OB_CUDA_FFN=1: threads' copies), 0 off */
     int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
-    int ffn_free;          /* the SMs its last launch left free (0: none yet): decode row ops take at most that many blocks a row */
+    int ffn_free;          /* the SMs its last launch left free (0: none yet, or a one-token call since declined): decode row ops take at most that many blocks a row */
     int ffn_pt, ffn_k;     /* the plan's weight type; q4_K weights taken (OB_CUDA_FFN_K=0: not) */
     int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
                             * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
