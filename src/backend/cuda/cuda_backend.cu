@@ -484,7 +484,7 @@ static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps
         return 0;
     }
     int took = 0;
-    PROF(s, p.type == OB_TYPE_Q4_K ? "ffn q4_K n=1" : "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
+    PROF(s, p.dtype == OB_TYPE_Q6_K ? "ffn q4_K + q6_K n=1" : p.type == OB_TYPE_Q4_K ? "ffn q4_K n=1" : "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
     if (took) xq_forget(s);
     return took;
 }

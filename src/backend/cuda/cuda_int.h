@@ -196,7 +196,7 @@ typedef struct {
                             * its weights staged by bulk copies), 1 (OB_CUDA_FFN=1: threads' copies), 0 off */
     int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
     int ffn_free;          /* the SMs its last launch left free (0: none yet, or a one-token call since declined): decode row ops take at most that many blocks a row */
-    int ffn_pt, ffn_k;     /* the plan's weight type; q4_K weights taken (OB_CUDA_FFN_K=0: not) */
+    int ffn_pt, ffn_ptd, ffn_k; /* the plan's gate / up and down types; q4_K weights taken (OB_CUDA_FFN_K=0: not) */
     int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
                             * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
     int64_t ffn_pff;
@@ -428,7 +428,7 @@ typedef struct {
     int K, per;           /* sub-blocks a block, norm values a thread */
     size_t smem;
     const uint8_t *down;  /* down's chunked copy */
-    int type;             /* the three weights' (q4_0 or q4_K) */
+    int type, dtype;      /* gate and up's type, down's (q4_0 and q4_0, q4_K and q4_K or q6_K) */
 } cu_ffn_plan;
 int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p);
 int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
