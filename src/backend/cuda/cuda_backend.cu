@@ -480,7 +480,7 @@ static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps
     cu_state *s = st(b);
     cu_ffn_plan p;
     if (!cu_ffn_takes(s, g, u, d, n, &p)) {
-        if (n == 1) s->ffn_free = 0; /* (the row ops' cap is for the norm after the kernel: Q4_K_M's q6_K-down layers take the separate ops) */
+        if (n == 1) s->ffn_free = 0; /* (the row ops' cap is for the norm after the kernel, not after the separate ops) */
         return 0;
     }
     int took = 0;

@@ -1,7 +1,8 @@
 /* cuda_ffn.cu — one token's feed-forward block in one launch (backend.h's ffn_decode, OB_CUDA_FFN):
  * x += down(act(gate(rmsnorm(x) * w)) * up(rmsnorm(x) * w)) for q4_0 gate, up and down weights,
- * or q4_K ones (the Q4_K_M files' layers whose ffn_down is q4_K; OB_CUDA_FFN_K=0 off; down's chunks
- * then 39 bytes a row for two sub-blocks, ff_chunk), where the split below fits the GPU.
+ * or q4_K gate and up with q4_K or q6_K down (Q4_K_M's two kinds of layer; OB_CUDA_FFN_K=0 off; down's
+ * chunks then 39 or 54 bytes a row for two sub-blocks, ff_chunk; q6_K's in two parts, ff_q6_rows),
+ * where the split below fits the GPU.
  *
  * Why: the separate path is three dependent launches (the norm with its codes, gate and up with
  * the GLU and its codes, down with the residual add), and the down product needs every
@@ -26,7 +27,7 @@
  * norm (FF_DOWN_LATE, run 29). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
- * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, the down copies (s->ffn_d).
+ * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).
  */
@@ -322,7 +323,9 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
     __syncthreads();
     if constexpr (TD == OB_TYPE_Q6_K)
         if (tid == 0) { /* down's second part into the gate rows' space, read by every warp before the sync above */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
             ff_bulk(sm + L.g, a.D + (size_t)c * cb + cbA, (unsigned)(cb - cbA), &mbar[FF_NCH + 1]);
         }
     if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
@@ -518,15 +521,9 @@ template <int TG, int TD, int PER> static int ff_resident(cu_state *s, size_t sm
  * of at most 2048 values, every block resident at once in at most the shared memory of one block
  * an SM; K 2 only for the K-quants (a chunk's two sub-blocks share their code bytes), and q6_K
  * down's second part within the gate rows' space. Asked of the GPU once per shape and types (every
- * layer of one kind has the same: s->ffn_p*). */
-static void ff_fit(cu_state *s, int tg, int td, int64_t d, int64_t n_ff, size_t rb) {
-    s->ffn_pt = tg;
-    s->ffn_ptd = td;
-    s->ffn_pd = (int)d;
-    s->ffn_pff = n_ff;
-    s->ffn_prb = rb;
-    s->ffn_pk = 0;
-    s->ffn_pper = d > FF_THREADS ? 2 : 1;
+ * layer of one kind has the same: s->ffn_fit, one a down type kind). */
+static void ff_fit(cu_state *s, cu_state::cu_ffn_fit *f, int tg, int td, int64_t d, int64_t n_ff, size_t rb) {
+    *f = {tg, td, (int)d, 0, d > FF_THREADS ? 2 : 1, n_ff, rb, 0};
     if (d % 32 || n_ff % 32 || d > 2 * FF_THREADS) return;
     const bool kq = tg == OB_TYPE_Q4_K;
     for (int k = kq ? 2 : 1; k <= FF_KMAX; k++) {
@@ -534,13 +531,13 @@ static void ff_fit(cu_state *s, int tg, int td, int64_t d, int64_t n_ff, size_t 
         if (td == OB_TYPE_Q6_K && (size_t)FF_Q6_ROW * (d - ff_q6_rows((int)d)) > (size_t)32 * k * rb) continue;
         const size_t m = ff_layout(td, (int)d, k, rb).total;
         int fit = 0;
-#define FF_FIT(TG, TD) fit = s->ffn_pper == 2 ? ff_resident<TG, TD, 2>(s, m) : ff_resident<TG, TD, 1>(s, m)
+#define FF_FIT(TG, TD) fit = f->per == 2 ? ff_resident<TG, TD, 2>(s, m) : ff_resident<TG, TD, 1>(s, m)
         FF_FORMS(tg, td, FF_FIT);
 #undef FF_FIT
         const int nb = (int)(n_ff / (32 * k)), rpb = (int)((d + nb - 1) / nb);
         if (nb <= fit && nb <= 32 * FF_SUMS && (size_t)nb * (rpb + 1) * sizeof(float) <= 32 * k * rb) {
-            s->ffn_pk = k;
-            s->ffn_psmem = m;
+            f->k = k;
+            f->smem = m;
             return;
         }
     }
@@ -551,13 +548,13 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
     const int t = g->type, td = dw->type;
     const bool form = (t == OB_TYPE_Q4_0 && td == t) || (t == OB_TYPE_Q4_K && s->ffn_k && (td == t || (td == OB_TYPE_Q6_K && s->ffn == 2)));
     if (!s->ffn || n != 1 || !form || u->type != t || u->n_in != d || u->n_out != n_ff || dw->n_in != n_ff || dw->n_out != d) return 0;
-    if (s->ffn_pt != t || s->ffn_ptd != td || s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes)
-        ff_fit(s, t, td, d, n_ff, g->row_bytes);
-    if (!s->ffn_pk) return 0;
+    cu_state::cu_ffn_fit *f = &s->ffn_fit[td == OB_TYPE_Q6_K];
+    if (f->t != t || f->td != td || f->d != d || f->ff != n_ff || f->rb != g->row_bytes) ff_fit(s, f, t, td, d, n_ff, g->row_bytes);
+    if (!f->k) return 0;
     /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
      * 32 values; q4_K 144 a super-block, 39 d a chunk; q6_K 54 times 8 rows), so the bases decide (device allocations, down's copy among them: always) */
     if (s->ffn == 2 && ((uintptr_t)g->data | (uintptr_t)u->data) % 16) return 0;
-    *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk), t, td};
+    *p = {f->k, f->per, f->smem, ff_down(s, dw, f->k), t, td};
     return p->down != NULL;
 }
 

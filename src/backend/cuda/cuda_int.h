@@ -196,11 +196,12 @@ typedef struct {
                             * its weights staged by bulk copies), 1 (OB_CUDA_FFN=1: threads' copies), 0 off */
     int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
     int ffn_free;          /* the SMs its last launch left free (0: none yet, or a one-token call since declined): decode row ops take at most that many blocks a row */
-    int ffn_pt, ffn_ptd, ffn_k; /* the plan's gate / up and down types; q4_K weights taken (OB_CUDA_FFN_K=0: not) */
-    int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
-                            * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
-    int64_t ffn_pff;
-    size_t ffn_prb, ffn_psmem;
+    int ffn_k;             /* q4_K weights taken (OB_CUDA_FFN_K=0: not) */
+    struct cu_ffn_fit {    /* its launch plans, one a down type kind (q6_K's, the others'; Q4_K_M mixes both): */
+        int t, td, d, k, per; /* for gate / up type t, down type td, rows of d values (k 0: they do not fit; d 0: none yet) */
+        int64_t ff;        /* and ff intermediate ones */
+        size_t rb, smem;
+    } ffn_fit[2];
     float *ffn_part;       /* [ffn_part_cap bytes]: its blocks' shares of down's outputs */
     size_t ffn_part_cap;
     cu_ffn_down *ffn_d;    /* its down copies */
