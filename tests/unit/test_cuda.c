@@ -697,9 +697,9 @@ static void test_ffn(ob_backend *gd) {
     check_ffn(gd, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0);
     check_ffn(gd, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0); /* (the 1B Q4_K_M's q4_K layers) */
     check_ffn_down(gd, g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) == 2); /* (its q6_K-down layers) */
-    check_ffn_down(gd, g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 2048, 8192, OB_ACT_SILU, 0); /* (no such form) */
+    check_ffn_down(gd, g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 256, 1024, OB_ACT_SILU, 0); /* (no such form) */
     ob_backend *gk = gpu_new_with("OB_CUDA_FFN_K", "0");
-    if (gk) check_ffn(gk, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 0); /* q4_K declined */
+    if (gk) check_ffn(gk, g, OB_TYPE_Q4_K, 256, 1024, OB_ACT_SILU, 0); /* q4_K declined */
     gpu_free(gk);
     ob_backend *gt = gpu_new_with("OB_CUDA_FFN", "2"); /* (bulk copies) */
     if (gt && ffn_mode(gt) == 2) {
