@@ -624,13 +624,14 @@ static long ffn_launches(void) {
  * matmul_add): within 2e-5 of the output's scale (down's summation order differs; a wrong chunk,
  * scale or row is off by the whole product), the same bits twice (no atomics), one launch counted;
  * take 0: declined (0 returned, nothing launched, x as it was); g itself declines. */
-static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_t n_ff, ob_act act, int take) {
-    void *wq[3] = {random_quantized(type, d, n_ff, 0), random_quantized(type, d, n_ff, 0), random_quantized(type, n_ff, d, 0)};
+static void check_ffn_down(ob_backend *gf, ob_backend *g, int type, int dtype, int64_t d, int64_t n_ff, ob_act act, int take) {
+    void *wq[3] = {random_quantized(type, d, n_ff, 0), random_quantized(type, d, n_ff, 0), random_quantized(dtype, n_ff, d, 0)};
     const int64_t nin[3] = {d, d, n_ff}, nout[3] = {n_ff, n_ff, d};
+    const int types[3] = {type, type, dtype};
     ob_weight wg[3], wf[3];
     for (int i = 0; i < 3; i++) {
-        wg[i] = weight_on(g, type, nin[i], nout[i], wq[i]);
-        wf[i] = weight_on(gf, type, nin[i], nout[i], wq[i]);
+        wg[i] = weight_on(g, types[i], nin[i], nout[i], wq[i]);
+        wf[i] = weight_on(gf, types[i], nin[i], nout[i], wq[i]);
         free(wq[i]);
     }
     float *x = randf((size_t)d, 1.0f), *nw = randf((size_t)d, 1.0f);
@@ -653,7 +654,7 @@ static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_
     }
     const double diff = take ? max_abs_diff(got[0], want, d) / scale : max_abs_diff(got[0], x, d);
     if (diff > (take ? 2e-5 : 0) || max_abs_diff(got[0], got[1], d) != 0 || ob_test_verbose)
-        fprintf(stderr, "  cuda ffn %s %lldx%lld%s: %s %.3g, twice %.3g\n", ob_type_get(type)->name, (long long)d, (long long)n_ff,
+        fprintf(stderr, "  cuda ffn %s / %s %lldx%lld%s: %s %.3g, twice %.3g\n", ob_type_get(type)->name, ob_type_get(dtype)->name, (long long)d, (long long)n_ff,
                 act == OB_ACT_RELU2 ? " relu2" : "", take ? "|diff| / scale" : "declined, x changed by", diff,
                 max_abs_diff(got[0], got[1], d));
     CHECK(diff <= (take ? 2e-5 : 0));
@@ -673,6 +674,11 @@ static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_
     free(got[1]);
 }
 
+/* check_ffn_down with down of the gate's type */
+static void check_ffn(ob_backend *gf, ob_backend *g, int type, int64_t d, int64_t n_ff, ob_act act, int take) {
+    check_ffn_down(gf, g, type, type, d, n_ff, act, take);
+}
+
 static int ffn_mode(ob_backend *b) {
 #ifdef OB_CUDA
     return ob_cuda_ffn_mode(b);
@@ -689,9 +695,19 @@ static void test_ffn(ob_backend *gd) {
     CHECK_EQ_INT(ffn_mode(g), 0);
     if (!ffn_mode(gd)) fprintf(stderr, "  cuda ffn: off by default on this GPU (not Hopper): its default path untested\n");
     check_ffn(gd, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0);
+    check_ffn(gd, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) != 0); /* (the 1B Q4_K_M's q4_K layers) */
+    check_ffn_down(gd, g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 8192, OB_ACT_SILU, ffn_mode(gd) == 2); /* (its q6_K-down layers) */
+    check_ffn_down(gd, g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 256, 1024, OB_ACT_SILU, 0); /* (no such form) */
+    ob_backend *gk = gpu_new_with("OB_CUDA_FFN_K", "0");
+    if (gk) check_ffn(gk, g, OB_TYPE_Q4_K, 256, 1024, OB_ACT_SILU, 0); /* q4_K declined */
+    gpu_free(gk);
     ob_backend *gt = gpu_new_with("OB_CUDA_FFN", "2"); /* (bulk copies) */
     if (gt && ffn_mode(gt) == 2) {
         check_ffn(gt, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);
+        check_ffn(gt, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 1);
+        check_ffn(gt, g, OB_TYPE_Q4_K, 256, 1024, OB_ACT_RELU2, 1); /* (gate / up rows of one super-block; 16 chunks) */
+        check_ffn_down(gt, g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 256, 1024, OB_ACT_RELU2, 1); /* (down's parts of 176 and 80 rows) */
+        check_ffn_down(gt, g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 1024, 5632, OB_ACT_SILU, 1); /* (one norm value a thread) */
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
         static const char *const coop[] = {"OB_CUDA_FFN_COOP", "1", NULL};
@@ -707,6 +723,9 @@ static void test_ffn(ob_backend *gd) {
     }
     check_ffn(gf, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1); /* the 1B's shape: two sub-blocks a block, two values a thread */
     check_ffn(gf, g, OB_TYPE_Q4_0, 1024, 5632, OB_ACT_SILU, 1); /* two sub-blocks, one value a thread */
+    check_ffn(gf, g, OB_TYPE_Q4_K, 2048, 8192, OB_ACT_SILU, 1); /* (two norm values a thread) */
+    check_ffn(gf, g, OB_TYPE_Q4_K, 1024, 5632, OB_ACT_SILU, 1); /* (22 super-blocks a row of down: 88 blocks) */
+    check_ffn_down(gf, g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 1024, 5632, OB_ACT_SILU, 0); /* q6_K down: bulk copies only */
     check_ffn(gf, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
     check_ffn(gf, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1);    /* rows of 3 sub-blocks, 10 blocks */
     check_ffn(gf, g, OB_TYPE_Q8_0, 256, 1024, OB_ACT_SILU, 0);  /* another type: declined */

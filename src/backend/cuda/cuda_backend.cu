@@ -268,6 +268,8 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
      * on Llama-3.2-1B Q4_0 (run 29) */
     const char *fc2 = getenv("OB_CUDA_FFN_COOP");
     s->ffn_coop = p.cooperativeLaunch && fc2 && !strcmp(fc2, "1");
+    const char *fk = getenv("OB_CUDA_FFN_K");
+    s->ffn_k = !(fk && !strcmp(fk, "0"));
     for (int i = 0; i < CU_IDX_SLOTS; i++)
         if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
             snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));
@@ -477,9 +479,12 @@ static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps
                             const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
     cu_state *s = st(b);
     cu_ffn_plan p;
-    if (!cu_ffn_takes(s, g, u, d, n, &p)) return 0;
+    if (!cu_ffn_takes(s, g, u, d, n, &p)) {
+        if (n == 1) s->ffn_free = 0; /* (the row ops' cap is for the norm after the kernel, not after the separate ops) */
+        return 0;
+    }
     int took = 0;
-    PROF(s, "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
+    PROF(s, p.dtype == OB_TYPE_Q6_K ? "ffn q4_K + q6_K n=1" : p.type == OB_TYPE_Q4_K ? "ffn q4_K n=1" : "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
     if (took) xq_forget(s);
     return took;
 }

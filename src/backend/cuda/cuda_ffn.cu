@@ -1,5 +1,7 @@
 /* cuda_ffn.cu — one token's feed-forward block in one launch (backend.h's ffn_decode, OB_CUDA_FFN):
  * x += down(act(gate(rmsnorm(x) * w)) * up(rmsnorm(x) * w)) for q4_0 gate, up and down weights,
+ * or q4_K gate and up with q4_K or q6_K down (Q4_K_M's two kinds of layer; OB_CUDA_FFN_K=0 off; down's
+ * chunks then 39 or 54 bytes a row for two sub-blocks, ff_chunk; q6_K's in two parts, ff_q6_rows),
  * where the split below fits the GPU.
  *
  * Why: the separate path is three dependent launches (the norm with its codes, gate and up with
@@ -25,7 +27,7 @@
  * norm (FF_DOWN_LATE, run 29). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
- * Owns: k_ffn, k_ffn_repack, the down copies (s->ffn_d).
+ * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, the down copies (s->ffn_d).
  * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
  * sub-block decoders (cuda_q8.cuh).
  */
@@ -41,8 +43,9 @@
 
 #define FF_THREADS 1024
 #define FF_KMAX 2 /* 32-value sub-blocks of the intermediate row a block owns, at most */
-#define FF_T OB_TYPE_Q4_0
 #define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
+#define FF_K4_ROW 39 /* bytes of a q4_K chunk row (two sub-blocks: 32 code bytes, d and dmin, two 6-bit scales and mins) */
+#define FF_Q6_ROW 54 /* bytes of a q6_K chunk row (two sub-blocks: 32 bytes of low nibbles, 16 of high bits, 4 scales, d) */
 #define FF_STAMPS 11 /* the trace's stretches (cu_ffn_trace_report) */
 #define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
 #ifndef FF_DOWN_LATE
@@ -71,9 +74,20 @@ struct ff_args {
     long long *trace;     /* OB_CUDA_FFN_TRACE=1: [blocks][FF_STAMPS] cycles summed over launches (NULL: off) */
 };
 
-/* Bytes of block c's chunk of down: d rows of K sub-blocks, their codes [d][K][16], then their
- * scales [d][K] (2 bytes each). */
-__host__ __device__ __forceinline__ size_t ff_chunk(int d, int K) { return (size_t)d * FF_BLK * K; }
+/* Bytes of block c's chunk of down: d rows of K sub-blocks. q4_0: their codes [d][K][16], then
+ * their scales [d][K] (2 bytes each). q4_K (K 2: the two sub-blocks that share a super-block's 32
+ * code bytes, low and high nibbles): the codes [d][32], then each row's d and dmin [d][4] (f16 as
+ * stored), then its two sub-blocks' 6-bit scales and mins [d][3] (sc0 | m0 << 6 | sc1 << 12 | m1 << 18). */
+__host__ __device__ __forceinline__ size_t ff_chunk(int t, int d, int K) {
+    return t == OB_TYPE_Q4_K ? (size_t)d * FF_K4_ROW * (K / 2) : t == OB_TYPE_Q6_K ? (size_t)d * FF_Q6_ROW * (K / 2) : (size_t)d * FF_BLK * K;
+}
+/* q6_K down (K 2, bulk copies only): its chunk does not fit beside the gate and up rows, so it
+ * comes in two parts, rows [0, ff_q6_rows(d)) staged beside them after the norm, the rest into the
+ * gate rows' space once the gate/up products are done. Each part holds its rows' low nibbles
+ * [n][32] (byte i: sub-block 0's element i, sub-block 1's in the high nibble), high bits [n][16]
+ * (byte i: the 4 bits of elements i and i + 16, 2 a sub-block), scales [n][4] (two a
+ * sub-block) and d [n][2]. A multiple of 8 rows: each part's bytes a multiple of 16. */
+__host__ __device__ __forceinline__ int ff_q6_rows(int d) { return (d * 11 / 16) & ~7; }
 
 /* Down (n_out = d rows of nsb packed q4_0 blocks, cu_pack_rows) in chunks of K blocks a row:
  * element i is row r's block sb. */
@@ -81,12 +95,73 @@ __global__ void k_ffn_repack(const uint8_t *src, uint8_t *dst, int d, int nsb, i
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)d * nsb) return;
     const int r = (int)(i / nsb), sb = (int)(i % nsb), c = sb / K, k = sb % K;
-    const cu_pk p = cu_pk_at<FF_T>(src + (size_t)r * FF_BLK * nsb, nsb, sb);
-    uint8_t *ch = dst + (size_t)c * ff_chunk(d, K);
+    const cu_pk p = cu_pk_at<OB_TYPE_Q4_0>(src + (size_t)r * FF_BLK * nsb, nsb, sb);
+    uint8_t *ch = dst + (size_t)c * ff_chunk(OB_TYPE_Q4_0, d, K);
     const size_t rk = (size_t)r * K + k;
     for (int b = 0; b < 16; b++) ch[16 * rk + b] = p.codes[b]; /* (a source row is 18 nsb bytes: its blocks' alignment varies) */
     ch[(size_t)d * 16 * K + 2 * rk] = p.d[0];
     ch[(size_t)d * 16 * K + 2 * rk + 1] = p.d[1];
+}
+
+/* Down as q4_K (n_out = d rows of nsup super-blocks as stored) in chunks of two sub-blocks a row
+ * (ff_chunk): element i is row r's super-block s, code bytes 32 j .. 32 j + 31 (sub-blocks 2 j and
+ * 2 j + 1), chunk 4 s + j. */
+__global__ void k_ffn_repack_k4(const uint8_t *src, uint8_t *dst, int d, int nsup) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)d * nsup * 4) return;
+    const int r = (int)(i / (4 * nsup)), s = (int)(i % (4 * nsup)) / 4, j = (int)(i % 4);
+    const uint8_t *b = src + ((size_t)r * nsup + s) * 144;
+    uint8_t *ch = dst + (size_t)(4 * s + j) * ff_chunk(OB_TYPE_Q4_K, d, 2);
+    for (int k = 0; k < 32; k++) ch[32 * (size_t)r + k] = b[16 + 32 * j + k];
+    for (int k = 0; k < 4; k++) ch[(size_t)32 * d + 4 * (size_t)r + k] = b[k];
+    int sc0, m0, sc1, m1;
+    k4_scale_min(2 * j, b + 4, &sc0, &m0);
+    k4_scale_min(2 * j + 1, b + 4, &sc1, &m1);
+    const uint32_t v = (uint32_t)sc0 | (uint32_t)m0 << 6 | (uint32_t)sc1 << 12 | (uint32_t)m1 << 18;
+    for (int k = 0; k < 3; k++) ch[(size_t)36 * d + 3 * (size_t)r + k] = (uint8_t)(v >> (8 * k));
+}
+
+/* Down as q6_K (n_out = d rows of nsup super-blocks, packed: cu_pack_rows) in chunks of two
+ * sub-blocks a row (ff_q6_rows): element i is row r's super-block s, sub-blocks 2 j and 2 j + 1
+ * (half h = j / 2, nibble half j % 2 of the low bits, bits 4 (j % 2) .. of the high ones). */
+__global__ void k_ffn_repack_q6(const uint8_t *src, uint8_t *dst, int d, int nsup) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)d * nsup * 4) return;
+    const int r = (int)(i / (4 * nsup)), s = (int)(i % (4 * nsup)) / 4, j = (int)(i % 4), h = j >> 1, sh = 4 * (j & 1);
+    const cu_pk p = cu_pk_at<OB_TYPE_Q6_K>(src + (size_t)r * nsup * 210, nsup, s);
+    const int dA = ff_q6_rows(d), in_b = r >= dA, n = in_b ? d - dA : dA, rr = in_b ? r - dA : r;
+    uint8_t *ch = dst + (size_t)(4 * s + j) * ff_chunk(OB_TYPE_Q6_K, d, 2) + (in_b ? (size_t)FF_Q6_ROW * dA : 0);
+    const uint8_t *ql = p.codes + 64 * h, *qh = p.codes + 128 + 32 * h;
+    for (int k = 0; k < 32; k++) ch[32 * (size_t)rr + k] = (uint8_t)(((ql[k] >> sh) & 15) | ((ql[32 + k] >> sh) & 15) << 4);
+    for (int k = 0; k < 16; k++) ch[(size_t)32 * n + 16 * (size_t)rr + k] = (uint8_t)(((qh[k] >> sh) & 15) | ((qh[16 + k] >> sh) & 15) << 4);
+    for (int k = 0; k < 4; k++) ch[(size_t)48 * n + 4 * (size_t)rr + k] = p.scales[8 * h + 4 * (j & 1) + k];
+    for (int k = 0; k < 2; k++) ch[(size_t)52 * n + 2 * (size_t)rr + k] = p.d[k];
+}
+
+/* q6_K down, row rr of a part of n rows at base (ff_q6_rows' layout): the two sub-blocks' sums with
+ * the GLU codes hx / hsc (xp: their q8_xpre terms), q8w<Q6_K>'s values and dot. */
+__device__ __forceinline__ float ff_q6_row(const uint8_t *base, int n, int rr, const int (&hx)[FF_KMAX][8], const float2 (&hsc)[FF_KMAX],
+                                           const int2 (&xp)[FF_KMAX]) {
+    uint32_t lo[8], hi[4];
+    ld_words16<8>(base + 32 * (size_t)rr, lo);
+    ld_words16<4>(base + (size_t)32 * n + 16 * (size_t)rr, hi);
+    const uint32_t sc = *(const uint32_t *)(base + (size_t)48 * n + 4 * (size_t)rr);
+    const float dh = q8_ld_h(base + (size_t)52 * n + 2 * (size_t)rr);
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        q8w<OB_TYPE_Q6_K> W;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t hb = i < 4 ? hi[i] : hi[i - 4] >> 4; /* elements 4 i .. 4 i + 3 */
+            W.w[i] = (int)(((lo[i] >> (4 * k)) & 0x0f0f0f0fu) | (((hb >> (2 * k)) & 0x03030303u) << 4));
+        }
+        W.d = dh;
+        W.sc0 = (int)(int8_t)(sc >> (16 * k));
+        W.sc1 = (int)(int8_t)(sc >> (16 * k + 8));
+        v += q8_dot_pre(W, hx[k], hsc[k], xp[k]);
+    }
+    return v;
 }
 
 /* the shared memory of a block: gate rows, up rows, down's chunk, x's codes and scales, the
@@ -94,13 +169,13 @@ __global__ void k_ffn_repack(const uint8_t *src, uint8_t *dst, int d, int nsb, i
 struct ff_smem {
     size_t g, u, dn, xq, xs, hq, hs, h, total;
 };
-__host__ __device__ __forceinline__ ff_smem ff_layout(int d, int K, size_t rb) {
+__host__ __device__ __forceinline__ ff_smem ff_layout(int td, int d, int K, size_t rb) {
     ff_smem m;
     const size_t rows = gv_span((size_t)32 * K * rb);
     m.g = 0;
     m.u = rows;
     m.dn = 2 * rows;
-    m.xq = m.dn + gv_span(ff_chunk(d, K));
+    m.xq = m.dn + gv_span(td == OB_TYPE_Q6_K ? (size_t)FF_Q6_ROW * ff_q6_rows(d) : ff_chunk(td, d, K));
     m.xs = m.xq + (((size_t)d + 15) & ~(size_t)15);
     m.hq = m.xs + (((size_t)d / 32 * sizeof(float2) + 15) & ~(size_t)15);
     m.hs = m.hq + 32 * FF_KMAX;
@@ -154,9 +229,10 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
 
 /* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
  * thread's 16-byte asynchronous copies */
-template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
+template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
+    static_assert(TMA || TD != OB_TYPE_Q6_K, "q6_K down: bulk copies only");
     extern __shared__ __align__(16) uint8_t sm[];
-    __shared__ __align__(8) uint64_t mbar[FF_NCH + 1]; /* (bulk copies) the gate/up parts', then down's */
+    __shared__ __align__(8) uint64_t mbar[FF_NCH + 2]; /* (bulk copies) the gate/up parts', then down's (q6_K: its two parts) */
     __shared__ unsigned gu_max; /* (trace) the slowest warp's gate/up cycles */
     __shared__ long long waited; /* (trace) when the previous kernel's wait ended */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = blockIdx.x, C = 32 * a.K, d = a.d;
@@ -165,8 +241,10 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         st[0] = clock64();
         if (tid == 0) gu_max = 0;
     }
-    const ff_smem L = ff_layout(d, a.K, a.rb);
-    const size_t gb = (size_t)C * a.rb, cb = ff_chunk(d, a.K);
+    const ff_smem L = ff_layout(TD, d, a.K, a.rb);
+    const size_t gb = (size_t)C * a.rb, cb = ff_chunk(TD, d, a.K);
+    const int dA = TD == OB_TYPE_Q6_K ? ff_q6_rows(d) : d; /* (q6_K: rows of down's first part) */
+    const size_t cbA = TD == OB_TYPE_Q6_K ? (size_t)FF_Q6_ROW * dA : cb;
     const uint8_t *g, *u, *dn;
     if constexpr (TMA) {
         g = sm + L.g;
@@ -179,8 +257,9 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
                 ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
                 ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
             }
-            ff_bar_init(&mbar[FF_NCH], (unsigned)cb);
-            if (!FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[FF_NCH]);
+            ff_bar_init(&mbar[FF_NCH], (unsigned)cbA);
+            if (TD == OB_TYPE_Q6_K) ff_bar_init(&mbar[FF_NCH + 1], (unsigned)(cb - cbA));
+            if (!FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
         }
     } else {
         g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
@@ -196,7 +275,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
     /* the norm's codes of the whole row (its weights read before the wait) */
     rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr});
     if constexpr (TMA && FF_DOWN_LATE)
-        if (tid == 0) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cb, &mbar[FF_NCH]);
+        if (tid == 0) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
     if (a.trace) st[1] = clock64();
     if constexpr (!TMA) __pipeline_wait_prior(1); /* (bulk copies: each row's part waited for below) */
     __syncthreads();
@@ -215,7 +294,7 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         for (int k = 0; k < 2; k++) {
             has[k] = lane + 32 * k < nsb;
             if (has[k]) ff_codes(xq, xs, lane + 32 * k, x[k], sc[k]);
-            xp[k] = q8_xpre<FF_T>(x[k]);
+            xp[k] = q8_xpre<T>(x[k]);
         }
         for (int i = warp; i < C; i += FF_THREADS / 32) {
             const uint8_t *rg = g + (size_t)i * a.rb, *ru = u + (size_t)i * a.rb;
@@ -224,9 +303,10 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
 #pragma unroll
             for (int k = 0; k < 2; k++)
                 if (has[k]) {
-                    q8w<FF_T> W, W2;
-                    q8_load(W, rg, lane + 32 * k, a.rb);
-                    q8_load(W2, ru, lane + 32 * k, a.rb);
+                    q8w<T> W, W2;
+                    /* (q4_K rows by bulk copies: 16-byte aligned, 144-byte blocks) */
+                    q8_load<T, TMA && T == OB_TYPE_Q4_K>(W, rg, lane + 32 * k, a.rb);
+                    q8_load<T, TMA && T == OB_TYPE_Q4_K>(W2, ru, lane + 32 * k, a.rb);
                     v += q8_dot_pre(W, x[k], sc[k], xp[k]);
                     v2 += q8_dot_pre(W2, x[k], sc[k], xp[k]);
                 }
@@ -241,6 +321,13 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         st[8] = t;
     }
     __syncthreads();
+    if constexpr (TD == OB_TYPE_Q6_K)
+        if (tid == 0) { /* down's second part into the gate rows' space, read by every warp before the sync above */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+            ff_bulk(sm + L.g, a.D + (size_t)c * cb + cbA, (unsigned)(cb - cbA), &mbar[FF_NCH + 1]);
+        }
     if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
     if (a.trace) st[3] = clock64();
     if constexpr (TMA) ff_bar_wait(&mbar[FF_NCH]);
@@ -256,22 +343,52 @@ template <int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_
         for (int k = 0; k < FF_KMAX; k++)
             if (k < a.K) ff_codes(hq, hs, k, hx[k], hsc[k]);
         float *part = a.part + (size_t)c * d;
-        const uint8_t *dd = dn + (size_t)d * 16 * a.K;
-        for (int r = tid; r < d; r += FF_THREADS) {
-            float v = 0.0f;
+        if constexpr (TD == OB_TYPE_Q6_K) { /* (K is 2, as below) */
+            int2 xp6[FF_KMAX];
 #pragma unroll
-            for (int k = 0; k < FF_KMAX; k++)
-                if (k < a.K) {
-                    const size_t rk = (size_t)r * a.K + k;
-                    q8w<FF_T> W;
-                    uint32_t q[4];
-                    ld_words16<4>(dn + 16 * rk, q); /* (16-byte aligned: a chunk is a multiple of 16 bytes) */
-                    nibbles_of(q, W.w);
-                    W.d = q8_ld_h(dd + 2 * rk);
-                    W.m = 0.0f;
+            for (int k = 0; k < FF_KMAX; k++) xp6[k] = q8_xpre<OB_TYPE_Q6_K>(hx[k]);
+            for (int r = tid; r < d; r += FF_THREADS) {
+                if (r >= dA) ff_bar_wait(&mbar[FF_NCH + 1]);
+                part[r] = r < dA ? ff_q6_row(dn, dA, r, hx, hsc, xp6) : ff_q6_row(sm + L.g, d - dA, r - dA, hx, hsc, xp6);
+            }
+        } else if constexpr (TD == OB_TYPE_Q4_K) { /* (K is 2: ff_fit; hx[0] / hx[1] are the chunk's two sub-blocks) */
+            const uint8_t *hd = dn + (size_t)32 * d, *sm3 = dn + (size_t)36 * d;
+            for (int r = tid; r < d; r += FF_THREADS) {
+                uint32_t q[8];
+                ld_words16<8>(dn + 32 * (size_t)r, q);
+                const float dh = q8_ld_h(hd + 4 * (size_t)r), mh = q8_ld_h(hd + 4 * (size_t)r + 2);
+                const uint8_t *p3 = sm3 + 3 * (size_t)r;
+                const uint32_t sv = (uint32_t)p3[0] | (uint32_t)p3[1] << 8 | (uint32_t)p3[2] << 16;
+                float v = 0.0f;
+#pragma unroll
+                for (int k = 0; k < 2; k++) { /* q8w_k's values: d1 = d sc, m1 = dmin m, nibble half k */
+                    q8w<OB_TYPE_Q4_K> W;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) W.w[i] = (int)((q[i] >> (4 * k)) & 0x0f0f0f0fu);
+                    W.d1 = dh * (float)((sv >> (12 * k)) & 63u);
+                    W.m1 = mh * (float)((sv >> (12 * k + 6)) & 63u);
                     v += W.dot(hx[k], hsc[k]);
                 }
-            part[r] = v;
+                part[r] = v;
+            }
+        } else {
+            const uint8_t *dd = dn + (size_t)d * 16 * a.K;
+            for (int r = tid; r < d; r += FF_THREADS) {
+                float v = 0.0f;
+#pragma unroll
+                for (int k = 0; k < FF_KMAX; k++)
+                    if (k < a.K) {
+                        const size_t rk = (size_t)r * a.K + k;
+                        q8w<OB_TYPE_Q4_0> W;
+                        uint32_t q[4];
+                        ld_words16<4>(dn + 16 * rk, q); /* (16-byte aligned: a chunk is a multiple of 16 bytes) */
+                        nibbles_of(q, W.w);
+                        W.d = q8_ld_h(dd + 2 * rk);
+                        W.m = 0.0f;
+                        v += W.dot(hx[k], hsc[k]);
+                    }
+                part[r] = v;
+            }
         }
     }
     if (a.trace) st[5] = clock64();
@@ -335,7 +452,7 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
     if (!cu_grow((void **)&s->ffn_d, s->n_ffn_d, &s->cap_ffn_d, sizeof *s->ffn_d)) return NULL;
     const int d = (int)w->n_out, nsb = (int)(w->n_in / 32);
     uint8_t *dst = NULL;
-    const size_t bytes = w->row_bytes * (size_t)d + 32; /* (+32: staging reads whole 16-byte words) */
+    const size_t bytes = (size_t)(nsb / K) * ff_chunk(w->type, d, K) + 32; /* (+32: staging reads whole 16-byte words) */
     size_t free_b = 0, total_b = 0;
     /* a copy leaves 256 MiB free at least, else this weight's layers take the separate ops */
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < bytes + ((size_t)256 << 20)) {
@@ -345,7 +462,9 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
         dst = NULL;
     } else {
         const long long n = (long long)d * nsb;
-        k_ffn_repack<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
+        if (w->type == OB_TYPE_Q4_K) k_ffn_repack_k4<<<(unsigned)((n / 2 + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb / 8);
+        else if (w->type == OB_TYPE_Q6_K) k_ffn_repack_q6<<<(unsigned)((n / 2 + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb / 8);
+        else k_ffn_repack<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
         CU_LAUNCHED("ffn down chunks");
         cu_check(cudaStreamSynchronize(s->stream), "ffn down chunks"); /* before any kernel stages them */
     }
@@ -371,41 +490,54 @@ void cu_ffn_free(cu_state *s) {
     s->n_ffn_d = s->cap_ffn_d = 0;
 }
 
-/* Blocks of smem bytes the GPU holds at once (0: none). Both instances may then take up to the
- * most the GPU allows a block (less 1 KB for their static shared memory), whichever shape another
- * backend of the process planned. */
-template <int PER> static int ff_resident(cu_state *s, size_t smem) {
+/* Blocks of smem bytes the GPU holds at once (0: none). Every instance of the form may then take
+ * up to the most the GPU allows a block (less 1 KB for their static shared memory), whichever
+ * shape another backend of the process planned. q6_K down has bulk copies only. */
+template <int TG, int TD, int PER> static int ff_resident(cu_state *s, size_t smem) {
     int nb = 0, optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->dev);
     const int most = optin - 1024;
-    if (smem > (size_t)most || cudaFuncSetAttribute(k_ffn<PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
-        cudaFuncSetAttribute(k_ffn<PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<PER, false>, FF_THREADS, smem) != cudaSuccess) {
+    bool ok = smem <= (size_t)most && cudaFuncSetAttribute(k_ffn<TG, TD, PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
+    if constexpr (TD != OB_TYPE_Q6_K)
+        ok = ok && cudaFuncSetAttribute(k_ffn<TG, TD, PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
+    if (!ok || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<TG, TD, PER, true>, FF_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
     return nb * s->sm_count;
 }
 
+/* The kernel's forms, gate/up type and down type: q4_0 throughout, q4_K throughout, q4_K with q6_K
+ * down (Q4_K_M's two kinds of layer). F(TG, TD) for the form of tg / td; nothing for another. */
+#define FF_FORMS(tg, td, F)                                                                \
+    do {                                                                                   \
+        if ((tg) == OB_TYPE_Q4_0 && (td) == OB_TYPE_Q4_0) F(OB_TYPE_Q4_0, OB_TYPE_Q4_0);  \
+        else if ((tg) == OB_TYPE_Q4_K && (td) == OB_TYPE_Q4_K) F(OB_TYPE_Q4_K, OB_TYPE_Q4_K); \
+        else if ((tg) == OB_TYPE_Q4_K && (td) == OB_TYPE_Q6_K) F(OB_TYPE_Q4_K, OB_TYPE_Q6_K); \
+    } while (0)
+
 /* K (sub-blocks a block) and PER (norm values a thread) for rows of d values and n_ff intermediate
- * ones (rb bytes a gate row), K 0 where they do not fit: rows of at most 2048 values, every block
- * resident at once in at most the shared memory of one block an SM. Asked of the GPU once per
- * shape (every layer has the same: s->ffn_p*). */
-static void ff_fit(cu_state *s, int64_t d, int64_t n_ff, size_t rb) {
-    s->ffn_pd = (int)d;
-    s->ffn_pff = n_ff;
-    s->ffn_prb = rb;
-    s->ffn_pk = 0;
-    s->ffn_pper = d > FF_THREADS ? 2 : 1;
+ * ones (rb bytes a gate row) of types tg (gate / up) and td (down), K 0 where they do not fit: rows
+ * of at most 2048 values, every block resident at once in at most the shared memory of one block
+ * an SM; K 2 only for the K-quants (a chunk's two sub-blocks share their code bytes), and q6_K
+ * down's second part within the gate rows' space. Asked of the GPU once per shape and types (every
+ * layer of one kind has the same: s->ffn_fit, one a down type kind). */
+static void ff_fit(cu_state *s, cu_state::cu_ffn_fit *f, int tg, int td, int64_t d, int64_t n_ff, size_t rb) {
+    *f = {tg, td, (int)d, 0, d > FF_THREADS ? 2 : 1, n_ff, rb, 0};
     if (d % 32 || n_ff % 32 || d > 2 * FF_THREADS) return;
-    for (int k = 1; k <= FF_KMAX; k++) {
-        if (n_ff % (32 * k)) continue;
-        const size_t m = ff_layout((int)d, k, rb).total;
-        const int fit = s->ffn_pper == 2 ? ff_resident<2>(s, m) : ff_resident<1>(s, m);
+    const bool kq = tg == OB_TYPE_Q4_K;
+    for (int k = kq ? 2 : 1; k <= FF_KMAX; k++) {
+        if (n_ff % (32 * k) || (kq && n_ff % 256)) continue;
+        if (td == OB_TYPE_Q6_K && (size_t)FF_Q6_ROW * (d - ff_q6_rows((int)d)) > (size_t)32 * k * rb) continue;
+        const size_t m = ff_layout(td, (int)d, k, rb).total;
+        int fit = 0;
+#define FF_FIT(TG, TD) fit = f->per == 2 ? ff_resident<TG, TD, 2>(s, m) : ff_resident<TG, TD, 1>(s, m)
+        FF_FORMS(tg, td, FF_FIT);
+#undef FF_FIT
         const int nb = (int)(n_ff / (32 * k)), rpb = (int)((d + nb - 1) / nb);
         if (nb <= fit && nb <= 32 * FF_SUMS && (size_t)nb * (rpb + 1) * sizeof(float) <= 32 * k * rb) {
-            s->ffn_pk = k;
-            s->ffn_psmem = m;
+            f->k = k;
+            f->smem = m;
             return;
         }
     }
@@ -413,16 +545,28 @@ static void ff_fit(cu_state *s, int64_t d, int64_t n_ff, size_t rb) {
 
 int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p) {
     const int64_t d = g->n_in, n_ff = g->n_out;
-    if (!s->ffn || n != 1 || g->type != FF_T || u->type != FF_T || dw->type != FF_T || u->n_in != d || u->n_out != n_ff ||
-        dw->n_in != n_ff || dw->n_out != d)
-        return 0;
-    if (s->ffn_pd != d || s->ffn_pff != n_ff || s->ffn_prb != g->row_bytes) ff_fit(s, d, n_ff, g->row_bytes);
-    if (!s->ffn_pk) return 0;
+    const int t = g->type, td = dw->type;
+    const bool form = (t == OB_TYPE_Q4_0 && td == t) || (t == OB_TYPE_Q4_K && s->ffn_k && (td == t || (td == OB_TYPE_Q6_K && s->ffn == 2)));
+    if (!s->ffn || n != 1 || !form || u->type != t || u->n_in != d || u->n_out != n_ff || dw->n_in != n_ff || dw->n_out != d) return 0;
+    cu_state::cu_ffn_fit *f = &s->ffn_fit[td == OB_TYPE_Q6_K];
+    if (f->t != t || f->td != td || f->d != d || f->ff != n_ff || f->rb != g->row_bytes) ff_fit(s, f, t, td, d, n_ff, g->row_bytes);
+    if (!f->k) return 0;
     /* bulk copies need 16-byte aligned spans: their sizes are multiples of 16 (576 K bytes a row of
-     * 32 values), so the bases decide (device allocations, down's copy among them: always) */
+     * 32 values; q4_K 144 a super-block, 39 d a chunk; q6_K 54 times 8 rows), so the bases decide (device allocations, down's copy among them: always) */
     if (s->ffn == 2 && ((uintptr_t)g->data | (uintptr_t)u->data) % 16) return 0;
-    *p = {s->ffn_pk, s->ffn_pper, s->ffn_psmem, ff_down(s, dw, s->ffn_pk)};
+    *p = {f->k, f->per, f->smem, ff_down(s, dw, f->k), t, td};
     return p->down != NULL;
+}
+
+template <int TG, int TD> static void ff_launch(cu_state *s, const cu_ffn_plan *p, int nb, const ff_args &a) {
+    const bool tma = s->ffn == 2; /* (cu_ffn_takes: aligned bases; q6_K down only then) */
+    if constexpr (TD == OB_TYPE_Q6_K) {
+        if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, k_ffn<TG, TD, 2, true>, a);
+        else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, k_ffn<TG, TD, 1, true>, a);
+    } else {
+        if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<TG, TD, 2, true> : k_ffn<TG, TD, 2, false>, a);
+        else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<TG, TD, 1, true> : k_ffn<TG, TD, 1, false>, a);
+    }
 }
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
@@ -440,9 +584,9 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
                  g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
-    const bool tma = s->ffn == 2; /* (cu_ffn_takes: aligned bases) */
-    if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<2, true> : k_ffn<2, false>, a);
-    else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<1, true> : k_ffn<1, false>, a);
+#define FF_RUN(TG, TD) ff_launch<TG, TD>(s, p, nb, a)
+    FF_FORMS(p->type, p->dtype, FF_RUN);
+#undef FF_RUN
     s->ffn_free = s->sm_count > nb ? s->sm_count - nb : 0;
     __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
     return 1;

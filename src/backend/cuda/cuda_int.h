@@ -195,11 +195,13 @@ typedef struct {
     int ffn;               /* one token's feed-forward block in one launch where it applies (cuda_ffn.cu): 2 (default on sm_90,
                             * its weights staged by bulk copies), 1 (OB_CUDA_FFN=1: threads' copies), 0 off */
     int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
-    int ffn_free;          /* the SMs its last launch left free (0: none yet): decode row ops take at most that many blocks a row */
-    int ffn_pd, ffn_pk, ffn_pper; /* its launch plan for rows of ffn_pd values and ffn_pff intermediate ones
-                            * (ffn_pk 0: they do not fit; ffn_pd 0: none yet), every layer's shape */
-    int64_t ffn_pff;
-    size_t ffn_prb, ffn_psmem;
+    int ffn_free;          /* the SMs its last launch left free (0: none yet, or a one-token call since declined): decode row ops take at most that many blocks a row */
+    int ffn_k;             /* q4_K weights taken (OB_CUDA_FFN_K=0: not) */
+    struct cu_ffn_fit {    /* its launch plans, one a down type kind (q6_K's, the others'; Q4_K_M mixes both): */
+        int t, td, d, k, per; /* for gate / up type t, down type td, rows of d values (k 0: they do not fit; d 0: none yet) */
+        int64_t ff;        /* and ff intermediate ones */
+        size_t rb, smem;
+    } ffn_fit[2];
     float *ffn_part;       /* [ffn_part_cap bytes]: its blocks' shares of down's outputs */
     size_t ffn_part_cap;
     cu_ffn_down *ffn_d;    /* its down copies */
@@ -420,13 +422,14 @@ void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters);
 int cu_layer(cu_state *s, const ob_layer_args *l);
 void cu_layer_trace_report(cu_state *s);
 /* cuda_ffn.cu: backend.h's ffn_decode for one token where _takes says it applies (s->ffn, q4_0
- * weights whose split fits the GPU: then it has made down's chunked copy and the plan that cu_ffn
+ * or q4_K weights whose split fits the GPU: then it has made down's chunked copy and the plan that cu_ffn
  * launches); _forget drops the copy
  * of the weight at data (freed), _free every copy */
 typedef struct {
     int K, per;           /* sub-blocks a block, norm values a thread */
     size_t smem;
     const uint8_t *down;  /* down's chunked copy */
+    int type, dtype;      /* gate and up's type, down's (q4_0 and q4_0, q4_K and q4_K or q6_K) */
 } cu_ffn_plan;
 int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p);
 int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
