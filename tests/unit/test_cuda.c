@@ -710,6 +710,7 @@ static void test_ffn(ob_backend *gd) {
         check_ffn_down(gt, g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 1024, 5632, OB_ACT_SILU, 1); /* (one norm value a thread) */
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
+        check_ffn(gt, g, OB_TYPE_Q4_0, 320, 6400, OB_ACT_SILU, 1); /* (two gate/up rows a warp, of 180 bytes: not 16-byte aligned) */
         static const char *const coop[] = {"OB_CUDA_FFN_COOP", "1", NULL};
         ob_backend *gc = gpu_new_env(coop); /* (cooperative launches) */
         if (gc) check_ffn(gc, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);

@@ -24,7 +24,8 @@
  * norm's 8 blocks a row then shared the 4 SMs this kernel leaves free, two a SM, 1.2 us longer);
  * with the one-token row ops capped at the SMs it leaves free (s->ffn_free, cuda_ops.cu) +4.3%
  * (run 28, call 8; run 29 for the default), and another +3.2% with down's copy issued after the
- * norm (FF_DOWN_LATE, run 29). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
+ * norm (FF_DOWN_LATE, run 29); the q4_K forms +10.4% on Llama-3.2-1B Q4_K_M (run 32), two rows at
+ * once (FF_PAIR) +1.9% on its Q4_0. OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, the down copies (s->ffn_d).
@@ -52,6 +53,11 @@
 #define FF_DOWN_LATE 1 /* bulk copies: down's chunk issued after the norm's codes instead of before the wait, so that
                         * it does not compete with the gate/up rows and x's loads (it still arrives before it is
                         * needed): +3.2% tg128 on Llama-3.2-1B Q4_0 against 0 (run 29, call 5) */
+#endif
+#ifndef FF_PAIR
+#define FF_PAIR 1 /* two rows at once: a warp's gate/up rows where a block owns 64 values (bulk copies; their loads then
+                   * 16-byte wide where the rows are aligned: the A16 decoders) and a thread's rows of down's shares,
+                   * so that the two rows' loads overlap; 0: a row at a time */
 #endif
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
@@ -227,6 +233,56 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
     sc = xs[sb];
 }
 
+/* Gate and up rows warp + 32 j (j < R) at once (R independent sums a lane, so their loads and
+ * products overlap), each as the decode matmul's held rows: lane l sub-blocks l, l + 32, then the
+ * sum over the warp (its epilogue's sum over four warps, of which one is nonzero: 0 + v), so the
+ * same GLU values as the separate path whatever R. A16: the rows are 16-byte aligned. i0: the
+ * rows' first index (the per-part barriers of FF_NCH > 1). */
+template <int T, int R, bool A16, bool TMA>
+__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[2][8],
+                                      const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h, int i0 = 0) {
+    if constexpr (TMA && FF_NCH > 1) ff_bar_wait(&mbar[(i0 + warp) / (32 * a.K / FF_NCH)]);
+    float v[R], v2[R];
+#pragma unroll
+    for (int j = 0; j < R; j++) v[j] = v2[j] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+        if (has[k]) {
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                q8w<T> W, W2;
+                q8_load<T, A16>(W, g + (size_t)(warp + 32 * j) * a.rb, lane + 32 * k, a.rb);
+                q8_load<T, A16>(W2, u + (size_t)(warp + 32 * j) * a.rb, lane + 32 * k, a.rb);
+                v[j] += q8_dot_pre(W, x[k], sc[k], xp[k]);
+                v2[j] += q8_dot_pre(W2, x[k], sc[k], xp[k]);
+            }
+        }
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        v[j] = gv_warp_sum(v[j]);
+        v2[j] = gv_warp_sum(v2[j]);
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int j = 0; j < R; j++) gv_out(h + warp + 32 * j, GV_GLU, a.relu2, (0.0f + v[j]) * a.gs, (0.0f + v2[j]) * a.us);
+}
+
+/* part[r] = row(r) for this thread's rows of down, r = tid, tid + 1024, ...: two at a time
+ * (FF_PAIR), the second clamped to the last row and not stored past it, so that both rows' loads
+ * are in flight at once. */
+template <bool PAIR, class F> __device__ __forceinline__ void ff_shares(float *part, int d, int tid, F row) {
+    if constexpr (PAIR) {
+        for (int r = tid; r < d; r += 2 * FF_THREADS) {
+            const int r2 = r + FF_THREADS;
+            const float v = row(r), v2 = row(min(r2, d - 1));
+            part[r] = v;
+            if (r2 < d) part[r2] = v2;
+        }
+    } else {
+        for (int r = tid; r < d; r += FF_THREADS) part[r] = row(r);
+    }
+}
+
 /* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
  * thread's 16-byte asynchronous copies */
 template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
@@ -296,23 +352,18 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
             if (has[k]) ff_codes(xq, xs, lane + 32 * k, x[k], sc[k]);
             xp[k] = q8_xpre<T>(x[k]);
         }
-        for (int i = warp; i < C; i += FF_THREADS / 32) {
-            const uint8_t *rg = g + (size_t)i * a.rb, *ru = u + (size_t)i * a.rb;
-            if constexpr (TMA) ff_bar_wait(&mbar[i / (C / FF_NCH)]);
-            float v = 0.0f, v2 = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-                if (has[k]) {
-                    q8w<T> W, W2;
-                    /* (q4_K rows by bulk copies: 16-byte aligned, 144-byte blocks) */
-                    q8_load<T, TMA && T == OB_TYPE_Q4_K>(W, rg, lane + 32 * k, a.rb);
-                    q8_load<T, TMA && T == OB_TYPE_Q4_K>(W2, ru, lane + 32 * k, a.rb);
-                    v += q8_dot_pre(W, x[k], sc[k], xp[k]);
-                    v2 += q8_dot_pre(W2, x[k], sc[k], xp[k]);
-                }
-            v = gv_warp_sum(v);
-            v2 = gv_warp_sum(v2);
-            if (lane == 0) gv_out(h + i, GV_GLU, a.relu2, (0.0f + v) * a.gs, (0.0f + v2) * a.us);
+        if constexpr (TMA && FF_NCH == 1) ff_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
+        if constexpr (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1) { /* (the spans' bases are 16-byte aligned: ff_plan) */
+            const bool a16 = a.rb % 16 == 0 || T == OB_TYPE_Q4_K;
+            if (C == 64 && a16) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+            else if (C == 64) ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+            else if (a16) ff_gu<T, 1, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+            else ff_gu<T, 1, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+        } else {
+#pragma unroll 1
+            for (int i = 0; i < C / 32; i++)
+                ff_gu<T, 1, TMA && T == OB_TYPE_Q4_K, TMA>(g + (size_t)32 * i * a.rb, u + (size_t)32 * i * a.rb, a, mbar, warp, lane, x, sc,
+                                                           has, xp, h + 32 * i, 32 * i);
         }
     }
     if (a.trace) {
@@ -353,7 +404,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
             }
         } else if constexpr (TD == OB_TYPE_Q4_K) { /* (K is 2: ff_fit; hx[0] / hx[1] are the chunk's two sub-blocks) */
             const uint8_t *hd = dn + (size_t)32 * d, *sm3 = dn + (size_t)36 * d;
-            for (int r = tid; r < d; r += FF_THREADS) {
+            ff_shares<false>(part, d, tid, [&](int r) {
                 uint32_t q[8];
                 ld_words16<8>(dn + 32 * (size_t)r, q);
                 const float dh = q8_ld_h(hd + 4 * (size_t)r), mh = q8_ld_h(hd + 4 * (size_t)r + 2);
@@ -369,11 +420,11 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
                     W.m1 = mh * (float)((sv >> (12 * k + 6)) & 63u);
                     v += W.dot(hx[k], hsc[k]);
                 }
-                part[r] = v;
-            }
+                return v;
+            });
         } else {
             const uint8_t *dd = dn + (size_t)d * 16 * a.K;
-            for (int r = tid; r < d; r += FF_THREADS) {
+            ff_shares<FF_PAIR>(part, d, tid, [&](int r) {
                 float v = 0.0f;
 #pragma unroll
                 for (int k = 0; k < FF_KMAX; k++)
@@ -387,8 +438,8 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
                         W.m = 0.0f;
                         v += W.dot(hx[k], hsc[k]);
                     }
-                part[r] = v;
-            }
+                return v;
+            });
         }
     }
     if (a.trace) st[5] = clock64();
