@@ -55,9 +55,10 @@
                         * needed): +3.2% tg128 on Llama-3.2-1B Q4_0 against 0 (run 29, call 5) */
 #endif
 #ifndef FF_PAIR
-#define FF_PAIR 1 /* two rows at once: a warp's gate/up rows where a block owns 64 values (bulk copies; their loads then
-                   * 16-byte wide where the rows are aligned: the A16 decoders) and a thread's rows of down's shares,
-                   * so that the two rows' loads overlap; 0: a row at a time */
+#define FF_PAIR 1 /* the q4_0 form: two rows at once, a warp's gate/up rows where a block owns 64 values (bulk copies;
+                   * their loads then 16-byte wide where the rows are aligned: the A16 decoders) and a thread's rows
+                   * of down's shares, so that the two rows' loads overlap (+1.9% tg128 on Llama-3.2-1B Q4_0, run 32;
+                   * on the q4_K forms -0.4%: they take a row at a time); 0: a row at a time */
 #endif
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
@@ -354,7 +355,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         }
         if constexpr (TMA && FF_NCH == 1) ff_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
         if constexpr (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1) { /* (the spans' bases are 16-byte aligned: ff_plan) */
-            const bool a16 = a.rb % 16 == 0 || T == OB_TYPE_Q4_K;
+            const bool a16 = a.rb % 16 == 0;
             if (C == 64 && a16) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
             else if (C == 64) ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
             else if (a16) ff_gu<T, 1, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
