@@ -18,7 +18,8 @@
 #            nvcc definitions DEFS (e.g. "-DOB_CUDA_PDL_EARLY=0"), build-c/ with DEFS2 if given
 #            (TESTB=1 runs their `make test-cuda` too), then tg128 of the 1-2B files (FILES="..."
 #            for fewer) with each binary, twice (the second time in the reverse order), and the
-#            per-op profile of the first file with each. Make does not see a change of DEFS: on a
+#            per-op profile of the first file with each (and the ffn kernel's stretch trace, OB_CUDA_FFN_TRACE=1).
+#            Make does not see a change of DEFS: on a
 #            warm machine, rm -rf build-b build-c first
 #   stalls   Nsight Compute's stall reasons by source line of the decode attention (Llama-1B Q4_0)
 #            and the row kernel (BitNet I2_S's norms), built with -lineinfo in build-b/: the
@@ -116,7 +117,10 @@ abbuild)
     # the per-op profile of the first file with each binary (where the option's time goes)
     set -- $FILES
     for b in $BUILDS; do OB_CUDA_PROFILE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 | head -16 |
-        sed "s/^/$b /"; done > $OUT/abbuild-prof.txt ;;
+        sed "s/^/$b /"; done > $OUT/abbuild-prof.txt
+    # and the feed-forward kernel's stretches with each (where the file takes it; a line each)
+    for b in $BUILDS; do OB_CUDA_FFN_TRACE=1 ./$b/1bit bench -m $M/$1.gguf -p 0 -n 64 -r 1 --device cuda 2>&1 |
+        grep "ffn kernel" | sed "s/^/$b /"; done >> $OUT/abbuild-prof.txt ;;
 check)
     waitfor bn-tq2_0.gguf
     for f in l1b-Q4_0 bn-tq2_0; do ./build/1bit bench -m $M/$f.gguf -p 512 -n 128 -r 3 --device cuda 2>&1 | grep -E "tg|pp|rror" | sed "s/^/$f /"; done | tee $OUT/check.txt
