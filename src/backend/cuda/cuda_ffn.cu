@@ -354,12 +354,9 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
             xp[k] = q8_xpre<T>(x[k]);
         }
         if constexpr (TMA && FF_NCH == 1) ff_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
-        if constexpr (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1) { /* (the spans' bases are 16-byte aligned: ff_plan) */
-            const bool a16 = a.rb % 16 == 0;
-            if (C == 64 && a16) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
-            else if (C == 64) ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
-            else if (a16) ff_gu<T, 1, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
-            else ff_gu<T, 1, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+        if (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1 && C == 64) { /* (the spans' bases are 16-byte aligned: ff_plan) */
+            if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+            else ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
         } else {
 #pragma unroll 1
             for (int i = 0; i < C / 32; i++)
@@ -542,17 +539,19 @@ void cu_ffn_free(cu_state *s) {
     s->n_ffn_d = s->cap_ffn_d = 0;
 }
 
+/* The form's instance without bulk copies: q6_K down has none, so its bulk-copy one. */
+template <int TG, int TD, int PER> constexpr auto ff_k_threads = k_ffn<TG, TD, PER, TD == OB_TYPE_Q6_K>;
+
 /* Blocks of smem bytes the GPU holds at once (0: none). Every instance of the form may then take
  * up to the most the GPU allows a block (less 1 KB for their static shared memory), whichever
- * shape another backend of the process planned. q6_K down has bulk copies only. */
+ * shape another backend of the process planned. */
 template <int TG, int TD, int PER> static int ff_resident(cu_state *s, size_t smem) {
     int nb = 0, optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->dev);
     const int most = optin - 1024;
-    bool ok = smem <= (size_t)most && cudaFuncSetAttribute(k_ffn<TG, TD, PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
-    if constexpr (TD != OB_TYPE_Q6_K)
-        ok = ok && cudaFuncSetAttribute(k_ffn<TG, TD, PER, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) == cudaSuccess;
-    if (!ok || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<TG, TD, PER, true>, FF_THREADS, smem) != cudaSuccess) {
+    if (smem > (size_t)most || cudaFuncSetAttribute(k_ffn<TG, TD, PER, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
+        cudaFuncSetAttribute(ff_k_threads<TG, TD, PER>, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k_ffn<TG, TD, PER, true>, FF_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
@@ -610,15 +609,9 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
     return p->down != NULL;
 }
 
-template <int TG, int TD> static void ff_launch(cu_state *s, const cu_ffn_plan *p, int nb, const ff_args &a) {
-    const bool tma = s->ffn == 2; /* (cu_ffn_takes: aligned bases; q6_K down only then) */
-    if constexpr (TD == OB_TYPE_Q6_K) {
-        if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, k_ffn<TG, TD, 2, true>, a);
-        else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, k_ffn<TG, TD, 1, true>, a);
-    } else {
-        if (p->per == 2) cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<TG, TD, 2, true> : k_ffn<TG, TD, 2, false>, a);
-        else cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, tma ? k_ffn<TG, TD, 1, true> : k_ffn<TG, TD, 1, false>, a);
-    }
+template <int TG, int TD, int PER> static void ff_launch(cu_state *s, const cu_ffn_plan *p, int nb, const ff_args &a) {
+    /* (cu_ffn_takes: aligned bases where s->ffn is 2; q6_K down only then) */
+    cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, s->ffn == 2 ? k_ffn<TG, TD, PER, true> : ff_k_threads<TG, TD, PER>, a);
 }
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
@@ -636,7 +629,7 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
                  g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
-#define FF_RUN(TG, TD) ff_launch<TG, TD>(s, p, nb, a)
+#define FF_RUN(TG, TD) p->per == 2 ? ff_launch<TG, TD, 2>(s, p, nb, a) : ff_launch<TG, TD, 1>(s, p, nb, a)
     FF_FORMS(p->type, p->dtype, FF_RUN);
 #undef FF_RUN
     s->ffn_free = s->sm_count > nb ? s->sm_count - nb : 0;
