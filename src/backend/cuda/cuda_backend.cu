@@ -62,10 +62,15 @@ static void untrack(cu_state *s, void *p) {
 
 unsigned *cu_grid_bar(cu_state *s) {
     if (!s->grid_bar) {
-        cu_reserve(s, (void **)&s->grid_bar, &s->grid_bar_cap, 2 * sizeof(unsigned));
-        if (s->grid_bar) cu_check(cudaMemsetAsync(s->grid_bar, 0, 2 * sizeof(unsigned), s->stream), "grid barrier");
+        cu_reserve(s, (void **)&s->grid_bar, &s->grid_bar_cap, CU_GRID_BYTES);
+        if (s->grid_bar) cu_check(cudaMemsetAsync(s->grid_bar, 0, CU_GRID_BYTES, s->stream), "grid barrier");
     }
     return s->grid_bar;
+}
+
+unsigned long long *cu_grid_cnt(cu_state *s, int nb) {
+    unsigned *bar = nb >= 1 && nb <= CU_GRID_MAXB ? cu_grid_bar(s) : NULL;
+    return bar ? (unsigned long long *)((char *)bar + CU_GRID_CNT0) + (nb - 1) : NULL;
 }
 
 void cu_reserve(cu_state *s, void **buf, size_t *cap, size_t bytes) {

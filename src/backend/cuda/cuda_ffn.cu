@@ -60,6 +60,18 @@
                    * of down's shares, so that the two rows' loads overlap (+1.9% tg128 on Llama-3.2-1B Q4_0, run 32;
                    * on the q4_K forms -0.4%: they take a row at a time); 0: a row at a time */
 #endif
+#ifndef FF_SPLIT
+#define FF_SPLIT 0 /* bulk copies: the gate/up rows in two halves, the second issued once the norm's codes are made
+                    * (x's loads then queue behind half the bytes), warp w on rows 2 w and 2 w + 1 (the two-rows form;
+                    * the one-row loop takes the halves in turn), so that warps 0-15 start on the first half */
+#endif
+#ifndef FF_XEARLY
+#define FF_XEARLY 0 /* each block reads its rows of x (the residual its sums are added to) before the grid barrier, into
+                     * the up rows' space, instead of after the sum: one dependent L2 round trip less after it */
+#endif
+#ifndef FF_MONO
+#define FF_MONO 0 /* the grid barrier on a counter that only grows (grid_sync_cnt: no reset, no generation) */
+#endif
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
                       * of the first rows may overlap the arrival of the last (run 28: 4 parts -3.4% tg128, one -2.0%,
@@ -78,6 +90,7 @@ struct ff_args {
     int d, K, relu2;
     float *part;          /* [blocks][d] */
     unsigned *bar;        /* the grid barrier's counters */
+    unsigned long long *cnt; /* FF_MONO: grid_sync_cnt's counter for this grid size */
     long long *trace;     /* OB_CUDA_FFN_TRACE=1: [blocks][FF_STAMPS] cycles summed over launches (NULL: off) */
 };
 
@@ -220,9 +233,14 @@ __device__ __forceinline__ void ff_bar_wait(uint64_t *bar) { /* phase 0 complete
 
 struct ff_wait {
     long long *at; /* (trace) thread 0's cycle count when the wait ended, in shared memory; NULL: none */
+    const unsigned long long *cnt; /* FF_MONO: the barrier's counter, whose target thread 0 reads into *tgt */
+    unsigned long long *tgt;
     __device__ void operator()() const {
         cu_dep();
-        if (at && threadIdx.x == 0) *at = clock64();
+        if (threadIdx.x == 0) {
+            if (at) *at = clock64();
+            if (FF_MONO) *tgt = grid_cnt_target(cnt);
+        }
     }
 };
 
@@ -234,15 +252,18 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
     sc = xs[sb];
 }
 
-/* Gate and up rows warp + 32 j (j < R) at once (R independent sums a lane, so their loads and
+/* Gate and up rows r0 + rs j (j < R) at once (R independent sums a lane, so their loads and
  * products overlap), each as the decode matmul's held rows: lane l sub-blocks l, l + 32, then the
  * sum over the warp (its epilogue's sum over four warps, of which one is nonzero: 0 + v), so the
- * same GLU values as the separate path whatever R. A16: the rows are 16-byte aligned. i0: the
- * rows' first index (the per-part barriers of FF_NCH > 1). */
+ * same GLU values as the separate path whatever R and whichever warp. A16: the rows are 16-byte
+ * aligned. i0: the rows' first index (the per-part barriers of FF_NCH > 1, FF_SPLIT's second half). */
 template <int T, int R, bool A16, bool TMA>
-__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[2][8],
-                                      const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h, int i0 = 0) {
-    if constexpr (TMA && FF_NCH > 1) ff_bar_wait(&mbar[(i0 + warp) / (32 * a.K / FF_NCH)]);
+__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int r0, int rs, int lane,
+                                      const int (&x)[2][8], const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h,
+                                      int i0 = 0) {
+    if constexpr (TMA && FF_NCH > 1) ff_bar_wait(&mbar[(i0 + r0) / (32 * a.K / FF_NCH)]);
+    if constexpr (TMA && FF_SPLIT)
+        if (i0 + r0 + rs * (R - 1) >= 16 * a.K) ff_bar_wait(&mbar[FF_NCH + 2]); /* (the first half's waited for before) */
     float v[R], v2[R];
 #pragma unroll
     for (int j = 0; j < R; j++) v[j] = v2[j] = 0.0f;
@@ -252,8 +273,8 @@ __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const 
 #pragma unroll
             for (int j = 0; j < R; j++) {
                 q8w<T> W, W2;
-                q8_load<T, A16>(W, g + (size_t)(warp + 32 * j) * a.rb, lane + 32 * k, a.rb);
-                q8_load<T, A16>(W2, u + (size_t)(warp + 32 * j) * a.rb, lane + 32 * k, a.rb);
+                q8_load<T, A16>(W, g + (size_t)(r0 + rs * j) * a.rb, lane + 32 * k, a.rb);
+                q8_load<T, A16>(W2, u + (size_t)(r0 + rs * j) * a.rb, lane + 32 * k, a.rb);
                 v[j] += q8_dot_pre(W, x[k], sc[k], xp[k]);
                 v2[j] += q8_dot_pre(W2, x[k], sc[k], xp[k]);
             }
@@ -265,7 +286,7 @@ __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const 
     }
     if (lane == 0)
 #pragma unroll
-        for (int j = 0; j < R; j++) gv_out(h + warp + 32 * j, GV_GLU, a.relu2, (0.0f + v[j]) * a.gs, (0.0f + v2[j]) * a.us);
+        for (int j = 0; j < R; j++) gv_out(h + r0 + rs * j, GV_GLU, a.relu2, (0.0f + v[j]) * a.gs, (0.0f + v2[j]) * a.us);
 }
 
 /* part[r] = row(r) for this thread's rows of down, r = tid, tid + 1024, ...: two at a time
@@ -289,7 +310,9 @@ template <bool PAIR, class F> __device__ __forceinline__ void ff_shares(float *p
 template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
     static_assert(TMA || TD != OB_TYPE_Q6_K, "q6_K down: bulk copies only");
     extern __shared__ __align__(16) uint8_t sm[];
-    __shared__ __align__(8) uint64_t mbar[FF_NCH + 2]; /* (bulk copies) the gate/up parts', then down's (q6_K: its two parts) */
+    static_assert(!FF_SPLIT || FF_NCH == 1, "FF_SPLIT: the gate/up rows in one part before it");
+    __shared__ __align__(8) uint64_t mbar[FF_NCH + 3]; /* (bulk copies) the gate/up parts', down's (q6_K: its two parts), FF_SPLIT's second half */
+    __shared__ unsigned long long cnt_tgt; /* FF_MONO: thread 0's target count for the grid barrier */
     __shared__ unsigned gu_max; /* (trace) the slowest warp's gate/up cycles */
     __shared__ long long waited; /* (trace) when the previous kernel's wait ended */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, c = blockIdx.x, C = 32 * a.K, d = a.d;
@@ -308,12 +331,14 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         u = sm + L.u;
         dn = sm + L.dn;
         if (tid == 0) { /* (the barriers are initialized before any other thread waits: rows_regs syncs the block) */
-            const size_t pb = gb / FF_NCH; /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb) */
+            /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb); FF_SPLIT: C / 2 rows now (16 K rb), the rest below */
+            const size_t pb = gb / FF_NCH, now = FF_SPLIT ? gb / 2 : pb;
             for (int k = 0; k < FF_NCH; k++) {
-                ff_bar_init(&mbar[k], (unsigned)(2 * pb));
-                ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
-                ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
+                ff_bar_init(&mbar[k], (unsigned)(2 * now));
+                ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)now, &mbar[k]);
+                ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)now, &mbar[k]);
             }
+            if (FF_SPLIT) ff_bar_init(&mbar[FF_NCH + 2], (unsigned)(2 * (gb - now)));
             ff_bar_init(&mbar[FF_NCH], (unsigned)cbA);
             if (TD == OB_TYPE_Q6_K) ff_bar_init(&mbar[FF_NCH + 1], (unsigned)(cb - cbA));
             if (!FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
@@ -330,9 +355,16 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
     float *h = (float *)(sm + L.h);
 
     /* the norm's codes of the whole row (its weights read before the wait) */
-    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr});
-    if constexpr (TMA && FF_DOWN_LATE)
-        if (tid == 0) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
+    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr, a.cnt, &cnt_tgt});
+    if constexpr (TMA)
+        if (tid == 0) {
+            if (FF_SPLIT) { /* the gate/up rows' second half */
+                const size_t h0 = gb / 2;
+                ff_bulk(sm + L.g + h0, a.G + (size_t)c * gb + h0, (unsigned)(gb - h0), &mbar[FF_NCH + 2]);
+                ff_bulk(sm + L.u + h0, a.U + (size_t)c * gb + h0, (unsigned)(gb - h0), &mbar[FF_NCH + 2]);
+            }
+            if (FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
+        }
     if (a.trace) st[1] = clock64();
     if constexpr (!TMA) __pipeline_wait_prior(1); /* (bulk copies: each row's part waited for below) */
     __syncthreads();
@@ -355,13 +387,14 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         }
         if constexpr (TMA && FF_NCH == 1) ff_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
         if (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1 && C == 64) { /* (the spans' bases are 16-byte aligned: ff_plan) */
-            if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
-            else ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+            const int r0 = FF_SPLIT ? 2 * warp : warp, rs = FF_SPLIT ? 1 : 32; /* (FF_SPLIT: warps 0-15 on the first half) */
+            if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, r0, rs, lane, x, sc, has, xp, h);
+            else ff_gu<T, 2, false, TMA>(g, u, a, mbar, r0, rs, lane, x, sc, has, xp, h);
         } else {
 #pragma unroll 1
             for (int i = 0; i < C / 32; i++)
-                ff_gu<T, 1, TMA && T == OB_TYPE_Q4_K, TMA>(g + (size_t)32 * i * a.rb, u + (size_t)32 * i * a.rb, a, mbar, warp, lane, x, sc,
-                                                           has, xp, h + 32 * i, 32 * i);
+                ff_gu<T, 1, TMA && T == OB_TYPE_Q4_K, TMA>(g + (size_t)32 * i * a.rb, u + (size_t)32 * i * a.rb, a, mbar, warp, 32, lane, x,
+                                                           sc, has, xp, h + 32 * i, 32 * i);
         }
     }
     if (a.trace) {
@@ -370,6 +403,12 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         st[8] = t;
     }
     __syncthreads();
+    /* the rows of x this block adds to after the barrier, [r0, r0 + nr) (FF_XEARLY: read now, by the warps
+     * that make no GLU codes, into the up rows' space: free, and no bulk copy writes it again) */
+    const int nb = gridDim.x, rpb = (d + nb - 1) / nb, r0 = c * rpb, nr = min(d, r0 + rpb) - r0;
+    float *xr = (float *)(sm + L.u);
+    if (FF_XEARLY && warp >= FF_KMAX)
+        for (int k = tid - 32 * FF_KMAX; k < nr; k += FF_THREADS - 32 * FF_KMAX) xr[k] = a.x[r0 + k];
     if constexpr (TD == OB_TYPE_Q6_K)
         if (tid == 0) { /* down's second part into the gate rows' space, read by every warp before the sync above */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -441,14 +480,14 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         }
     }
     if (a.trace) st[5] = clock64();
-    grid_sync(a.bar);
+    if (FF_MONO) grid_sync_cnt(a.cnt, cnt_tgt);
+    else grid_sync(a.bar);
     if (a.trace) st[6] = clock64();
 
     /* rows [r0, r0 + nr): every block's shares of them into shared memory (the gate rows' space,
      * free now: [block][rpb + 1], the padding keeps the reads below off one bank), 16 consecutive
      * rows of a block a load of 64 bytes; then warp w rows r0 + w, + 32, ...; lane l the blocks
      * l, l + 32, ... in that order */
-    const int nb = gridDim.x, rpb = (d + nb - 1) / nb, r0 = c * rpb, nr = min(d, r0 + rpb) - r0;
     float *red = (float *)(sm + L.g);
     for (int e = tid; e < nb * rpb; e += FF_THREADS) {
         const int b = e / rpb, k = e % rpb;
@@ -464,7 +503,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
 #pragma unroll
         for (int j = 0; j < FF_SUMS; j++) v += p[j];
         v = gv_warp_sum(v);
-        if (lane == 0) a.x[r] = v * a.ds + a.x[r];
+        if (lane == 0) a.x[r] = v * a.ds + (FF_XEARLY ? xr[k] : a.x[r]);
     }
     if (a.trace) {
         __syncthreads();
@@ -620,14 +659,14 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
     const int K = p->K, d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
     unsigned *bar = cu_grid_bar(s);
     cu_reserve(s, (void **)&s->ffn_part, &s->ffn_part_cap, (size_t)nb * d * sizeof(float));
-    if (!bar || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
+    if (!bar || (FF_MONO && !cu_grid_cnt(s, nb)) || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
     if (s->ffn_trace && !s->ffn_ticks) {
         cu_reserve(s, (void **)&s->ffn_ticks, &s->ffn_ticks_cap, (size_t)(nb + 1) * FF_STAMPS * sizeof(long long));
         if (s->ffn_ticks) cu_check(cudaMemsetAsync(s->ffn_ticks, 0, s->ffn_ticks_cap, s->stream), "ffn trace");
         s->ffn_trace_nb = nb;
     }
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
-                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar,
+                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar, FF_MONO ? cu_grid_cnt(s, nb) : NULL,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
 #define FF_RUN(TG, TD) p->per == 2 ? ff_launch<TG, TD, 2>(s, p, nb, a) : ff_launch<TG, TD, 1>(s, p, nb, a)
     FF_FORMS(p->type, p->dtype, FF_RUN);

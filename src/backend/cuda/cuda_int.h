@@ -147,8 +147,9 @@ typedef struct {
     int mapped;            /* host_dev hands out those buffers' device addresses (the logits written in place), unless
                             * OB_CUDA_MAPPED=0 or the GPU cannot map host memory */
     int layer;             /* OB_CUDA_LAYER=1: the whole-layer decode kernel (cuda_layer.cu; 0.74-0.84x of the ops, docs/cuda.md) */
-    unsigned *grid_bar;    /* the grid barrier (cuda_grid.cuh) of the layer kernel and the ffn kernel, one at a time on
-                            * the stream: [0] blocks arrived, [1] generation; zeroed once (cu_grid_bar) */
+    unsigned *grid_bar;    /* the grid barriers (cuda_grid.cuh) of the layer kernel and the ffn kernel, one at a time on
+                            * the stream: [0] blocks arrived, [1] generation; from byte CU_GRID_CNT0 the growing
+                            * counters of grid_sync_cnt, one a grid size (cu_grid_cnt); zeroed once (cu_grid_bar) */
     size_t grid_bar_cap;
     int layer_trace;       /* OB_CUDA_LAYER_TRACE=1: time the layer kernel's stretches (printed at the end) */
     unsigned long long *layer_ticks;
@@ -296,6 +297,14 @@ static inline int cu_grow(void **p, int n, int *cap, size_t elem) {
 /* The grid barrier's counters, zeroed at their first use (NULL inside a recording before it: the
  * recording is then dropped, cu_reserve). */
 unsigned *cu_grid_bar(cu_state *s);
+/* grid_sync_cnt's counter for grids of nb blocks (NULL: none yet, inside a recording; nb past
+ * CU_GRID_MAXB). It relies on cu_dep's rule (every kernel waits, in every thread, for the
+ * previous one to end): a launch reads its target only once every earlier launch has added its
+ * grid size. */
+#define CU_GRID_CNT0 16
+#define CU_GRID_MAXB 256
+#define CU_GRID_BYTES (CU_GRID_CNT0 + CU_GRID_MAXB * 8)
+unsigned long long *cu_grid_cnt(cu_state *s, int nb);
 
 /* Device copy of host[n] (see cu_idx_slot). */
 const int32_t *cu_idx(cu_state *s, const int32_t *host, int n);
