@@ -25,7 +25,8 @@
  * with the one-token row ops capped at the SMs it leaves free (s->ffn_free, cuda_ops.cu) +4.3%
  * (run 28, call 8; run 29 for the default), and another +3.2% with down's copy issued after the
  * norm (FF_DOWN_LATE, run 29); the q4_K forms +10.4% on Llama-3.2-1B Q4_K_M (run 32), two rows at
- * once (FF_PAIR) +1.9% on its Q4_0. OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
+ * once (FF_PAIR) +1.9% on its Q4_0, x's rows read before the grid barrier and the barrier on a
+ * growing counter (FF_XEARLY, FF_MONO) +6.7% on its Q4_0 and +2.8% on its Q4_K_M (run 33). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, the down copies (s->ffn_d).
@@ -60,17 +61,14 @@
                    * of down's shares, so that the two rows' loads overlap (+1.9% tg128 on Llama-3.2-1B Q4_0, run 32;
                    * on the q4_K forms -0.4%: they take a row at a time); 0: a row at a time */
 #endif
-#ifndef FF_SPLIT
-#define FF_SPLIT 0 /* bulk copies: the gate/up rows in two halves, the second issued once the norm's codes are made
-                    * (x's loads then queue behind half the bytes), warp w on rows 2 w and 2 w + 1 (the two-rows form;
-                    * the one-row loop takes the halves in turn), so that warps 0-15 start on the first half */
-#endif
 #ifndef FF_XEARLY
-#define FF_XEARLY 0 /* each block reads its rows of x (the residual its sums are added to) before the grid barrier, into
-                     * the up rows' space, instead of after the sum: one dependent L2 round trip less after it */
+#define FF_XEARLY 1 /* each block reads its rows of x (the residual its sums are added to) before the grid barrier, into
+                     * the up rows' space, instead of after the sum: one dependent L2 round trip less after it. With
+                     * FF_MONO: +6.7% tg128 on Llama-3.2-1B Q4_0, +2.8% on its Q4_K_M, against both 0 (run 33) */
 #endif
 #ifndef FF_MONO
-#define FF_MONO 0 /* the grid barrier on a counter that only grows (grid_sync_cnt: no reset, no generation) */
+#define FF_MONO 1 /* the grid barrier on a counter that only grows (grid_sync_cnt: no reset, no generation; the
+                   * kernel's barrier stretch 3.05 -> 1.66 us with FF_XEARLY, run 33); 0: grid_sync */
 #endif
 #ifndef FF_NCH
 #define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
@@ -252,18 +250,15 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
     sc = xs[sb];
 }
 
-/* Gate and up rows r0 + rs j (j < R) at once (R independent sums a lane, so their loads and
+/* Gate and up rows warp + 32 j (j < R) at once (R independent sums a lane, so their loads and
  * products overlap), each as the decode matmul's held rows: lane l sub-blocks l, l + 32, then the
  * sum over the warp (its epilogue's sum over four warps, of which one is nonzero: 0 + v), so the
- * same GLU values as the separate path whatever R and whichever warp. A16: the rows are 16-byte
- * aligned. i0: the rows' first index (the per-part barriers of FF_NCH > 1, FF_SPLIT's second half). */
+ * same GLU values as the separate path whatever R. A16: the rows are 16-byte aligned. i0: the
+ * rows' first index (the per-part barriers of FF_NCH > 1). */
 template <int T, int R, bool A16, bool TMA>
-__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int r0, int rs, int lane,
-                                      const int (&x)[2][8], const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h,
-                                      int i0 = 0) {
-    if constexpr (TMA && FF_NCH > 1) ff_bar_wait(&mbar[(i0 + r0) / (32 * a.K / FF_NCH)]);
-    if constexpr (TMA && FF_SPLIT)
-        if (i0 + r0 + rs * (R - 1) >= 16 * a.K) ff_bar_wait(&mbar[FF_NCH + 2]); /* (the first half's waited for before) */
+__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[2][8],
+                                      const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h, int i0 = 0) {
+    if constexpr (TMA && FF_NCH > 1) ff_bar_wait(&mbar[(i0 + warp) / (32 * a.K / FF_NCH)]);
     float v[R], v2[R];
 #pragma unroll
     for (int j = 0; j < R; j++) v[j] = v2[j] = 0.0f;
@@ -273,8 +268,8 @@ __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const 
 #pragma unroll
             for (int j = 0; j < R; j++) {
                 q8w<T> W, W2;
-                q8_load<T, A16>(W, g + (size_t)(r0 + rs * j) * a.rb, lane + 32 * k, a.rb);
-                q8_load<T, A16>(W2, u + (size_t)(r0 + rs * j) * a.rb, lane + 32 * k, a.rb);
+                q8_load<T, A16>(W, g + (size_t)(warp + 32 * j) * a.rb, lane + 32 * k, a.rb);
+                q8_load<T, A16>(W2, u + (size_t)(warp + 32 * j) * a.rb, lane + 32 * k, a.rb);
                 v[j] += q8_dot_pre(W, x[k], sc[k], xp[k]);
                 v2[j] += q8_dot_pre(W2, x[k], sc[k], xp[k]);
             }
@@ -286,7 +281,7 @@ __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const 
     }
     if (lane == 0)
 #pragma unroll
-        for (int j = 0; j < R; j++) gv_out(h + r0 + rs * j, GV_GLU, a.relu2, (0.0f + v[j]) * a.gs, (0.0f + v2[j]) * a.us);
+        for (int j = 0; j < R; j++) gv_out(h + warp + 32 * j, GV_GLU, a.relu2, (0.0f + v[j]) * a.gs, (0.0f + v2[j]) * a.us);
 }
 
 /* part[r] = row(r) for this thread's rows of down, r = tid, tid + 1024, ...: two at a time
@@ -310,8 +305,7 @@ template <bool PAIR, class F> __device__ __forceinline__ void ff_shares(float *p
 template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
     static_assert(TMA || TD != OB_TYPE_Q6_K, "q6_K down: bulk copies only");
     extern __shared__ __align__(16) uint8_t sm[];
-    static_assert(!FF_SPLIT || FF_NCH == 1, "FF_SPLIT: the gate/up rows in one part before it");
-    __shared__ __align__(8) uint64_t mbar[FF_NCH + 3]; /* (bulk copies) the gate/up parts', down's (q6_K: its two parts), FF_SPLIT's second half */
+    __shared__ __align__(8) uint64_t mbar[FF_NCH + 2]; /* (bulk copies) the gate/up parts', then down's (q6_K: its two parts) */
     __shared__ unsigned long long cnt_tgt; /* FF_MONO: thread 0's target count for the grid barrier */
     __shared__ unsigned gu_max; /* (trace) the slowest warp's gate/up cycles */
     __shared__ long long waited; /* (trace) when the previous kernel's wait ended */
@@ -331,14 +325,12 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         u = sm + L.u;
         dn = sm + L.dn;
         if (tid == 0) { /* (the barriers are initialized before any other thread waits: rows_regs syncs the block) */
-            /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb); FF_SPLIT: C / 2 rows now (16 K rb), the rest below */
-            const size_t pb = gb / FF_NCH, now = FF_SPLIT ? gb / 2 : pb;
+            const size_t pb = gb / FF_NCH; /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb) */
             for (int k = 0; k < FF_NCH; k++) {
-                ff_bar_init(&mbar[k], (unsigned)(2 * now));
-                ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)now, &mbar[k]);
-                ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)now, &mbar[k]);
+                ff_bar_init(&mbar[k], (unsigned)(2 * pb));
+                ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
+                ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
             }
-            if (FF_SPLIT) ff_bar_init(&mbar[FF_NCH + 2], (unsigned)(2 * (gb - now)));
             ff_bar_init(&mbar[FF_NCH], (unsigned)cbA);
             if (TD == OB_TYPE_Q6_K) ff_bar_init(&mbar[FF_NCH + 1], (unsigned)(cb - cbA));
             if (!FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
@@ -356,15 +348,8 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
 
     /* the norm's codes of the whole row (its weights read before the wait) */
     rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr, a.cnt, &cnt_tgt});
-    if constexpr (TMA)
-        if (tid == 0) {
-            if (FF_SPLIT) { /* the gate/up rows' second half */
-                const size_t h0 = gb / 2;
-                ff_bulk(sm + L.g + h0, a.G + (size_t)c * gb + h0, (unsigned)(gb - h0), &mbar[FF_NCH + 2]);
-                ff_bulk(sm + L.u + h0, a.U + (size_t)c * gb + h0, (unsigned)(gb - h0), &mbar[FF_NCH + 2]);
-            }
-            if (FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
-        }
+    if constexpr (TMA && FF_DOWN_LATE)
+        if (tid == 0) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
     if (a.trace) st[1] = clock64();
     if constexpr (!TMA) __pipeline_wait_prior(1); /* (bulk copies: each row's part waited for below) */
     __syncthreads();
@@ -387,14 +372,13 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         }
         if constexpr (TMA && FF_NCH == 1) ff_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
         if (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1 && C == 64) { /* (the spans' bases are 16-byte aligned: ff_plan) */
-            const int r0 = FF_SPLIT ? 2 * warp : warp, rs = FF_SPLIT ? 1 : 32; /* (FF_SPLIT: warps 0-15 on the first half) */
-            if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, r0, rs, lane, x, sc, has, xp, h);
-            else ff_gu<T, 2, false, TMA>(g, u, a, mbar, r0, rs, lane, x, sc, has, xp, h);
+            if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
+            else ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
         } else {
 #pragma unroll 1
             for (int i = 0; i < C / 32; i++)
-                ff_gu<T, 1, TMA && T == OB_TYPE_Q4_K, TMA>(g + (size_t)32 * i * a.rb, u + (size_t)32 * i * a.rb, a, mbar, warp, 32, lane, x,
-                                                           sc, has, xp, h + 32 * i, 32 * i);
+                ff_gu<T, 1, TMA && T == OB_TYPE_Q4_K, TMA>(g + (size_t)32 * i * a.rb, u + (size_t)32 * i * a.rb, a, mbar, warp, lane, x, sc,
+                                                           has, xp, h + 32 * i, 32 * i);
         }
     }
     if (a.trace) {
