@@ -1,6 +1,6 @@
 #!/bin/sh
 # First GPU call of the H200 run: build with CUDA there, `make test-cuda`, copy bandwidth (and
-# once a machine, bench/cuda/syncs.cu's and persist.cu's lines, after it in copybw.txt), and
+# once a machine, bench/cuda/syncs.cu's, persist.cu's and tmabw.cu's lines, after it in copybw.txt), and
 # h200_setup.sh started in the background (llama.cpp's build, the benchmark models) for
 # h200_bench.sh on the same machine. Then, by the argument:
 #   probe    tg128/pp512 with recorded steps (CUDA graphs) off and on (OB_CUDA_GRAPH=0/1)
@@ -46,10 +46,11 @@ make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $
 # what a cluster barrier, a dependent launch and a persistent kernel's phase cost, and what a
 # persistent 1B layer could reach (docs/cuda.md item 1): once a machine and source (the carried
 # tree's times are the copy's, so the source's md5 says), after the bandwidth in copybw.txt
-once() { [ "$(md5sum < bench/cuda/$1.cu)" = "$(cat build/$1.md5 2>/dev/null)" ] || { /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 \
+once() { [ "$(md5sum < bench/cuda/$1.cu)" = "$(cat build/$1.md5 2>/dev/null)" ] || { /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 -Isrc \
     -o build/$1 bench/cuda/$1.cu && md5sum < bench/cuda/$1.cu > build/$1.md5 && timeout 120 ./build/$1 | tee -a $OUT/copybw.txt; }; }
 once syncs
 once persist
+once tmabw
 # NOTEST=1: a later call on the same machine (the tests ran in the first)
 [ "$NOTEST" = 1 ] || timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
 M=/tmp/m

@@ -30,13 +30,14 @@
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
  * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, the down copies (s->ffn_d).
- * Does not own: the grid barrier (cuda_grid.cuh), the row statistics (cuda_rows.cuh), the
- * sub-block decoders (cuda_q8.cuh).
+ * Does not own: the bulk copies and their barriers (cuda_bulk.cuh), the grid barrier (cuda_grid.cuh),
+ * the row statistics (cuda_rows.cuh), the sub-block decoders (cuda_q8.cuh).
  */
 #include <cuda_pipeline.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_bulk.cuh"
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_int.h"
 #include "backend/cuda/cuda_q8.cuh"
@@ -202,33 +203,6 @@ __host__ __device__ __forceinline__ ff_smem ff_layout(int td, int d, int K, size
     return m;
 }
 
-/* Hopper's bulk copies (TMA): n bytes (a multiple of 16, both ends 16-byte aligned) from global src
- * to shared dst, counted on the shared-memory barrier bar, issued by one thread. */
-__device__ __forceinline__ void ff_bulk(void *dst, const void *src, unsigned n, uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n), "r"((unsigned)__cvta_generic_to_shared(bar))
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void ff_bar_init(uint64_t *bar, unsigned tx) { /* one thread; then __syncthreads */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(tx) : "memory");
-#endif
-}
-__device__ __forceinline__ void ff_bar_wait(uint64_t *bar) { /* phase 0 complete */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned b = (unsigned)__cvta_generic_to_shared(bar);
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done) : "r"(b) : "memory");
-#endif
-}
-
 struct ff_wait {
     long long *at; /* (trace) thread 0's cycle count when the wait ended, in shared memory; NULL: none */
     const unsigned long long *cnt; /* FF_MONO: the barrier's counter, whose target thread 0 reads into *tgt */
@@ -258,7 +232,7 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
 template <int T, int R, bool A16, bool TMA>
 __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[2][8],
                                       const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h, int i0 = 0) {
-    if constexpr (TMA && FF_NCH > 1) ff_bar_wait(&mbar[(i0 + warp) / (32 * a.K / FF_NCH)]);
+    if constexpr (TMA && FF_NCH > 1) bulk_bar_wait(&mbar[(i0 + warp) / (32 * a.K / FF_NCH)]);
     float v[R], v2[R];
 #pragma unroll
     for (int j = 0; j < R; j++) v[j] = v2[j] = 0.0f;
@@ -327,13 +301,13 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         if (tid == 0) { /* (the barriers are initialized before any other thread waits: rows_regs syncs the block) */
             const size_t pb = gb / FF_NCH; /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb) */
             for (int k = 0; k < FF_NCH; k++) {
-                ff_bar_init(&mbar[k], (unsigned)(2 * pb));
-                ff_bulk(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
-                ff_bulk(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
+                bulk_bar_init(&mbar[k], (unsigned)(2 * pb));
+                bulk_copy(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
+                bulk_copy(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
             }
-            ff_bar_init(&mbar[FF_NCH], (unsigned)cbA);
-            if (TD == OB_TYPE_Q6_K) ff_bar_init(&mbar[FF_NCH + 1], (unsigned)(cb - cbA));
-            if (!FF_DOWN_LATE) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
+            bulk_bar_init(&mbar[FF_NCH], (unsigned)cbA);
+            if (TD == OB_TYPE_Q6_K) bulk_bar_init(&mbar[FF_NCH + 1], (unsigned)(cb - cbA));
+            if (!FF_DOWN_LATE) bulk_copy(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
         }
     } else {
         g = gv_stage<FF_THREADS>(sm + L.g, a.G + (size_t)c * gb, gb);
@@ -349,7 +323,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
     /* the norm's codes of the whole row (its weights read before the wait) */
     rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr, a.cnt, &cnt_tgt});
     if constexpr (TMA && FF_DOWN_LATE)
-        if (tid == 0) ff_bulk(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
+        if (tid == 0) bulk_copy(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
     if (a.trace) st[1] = clock64();
     if constexpr (!TMA) __pipeline_wait_prior(1); /* (bulk copies: each row's part waited for below) */
     __syncthreads();
@@ -370,7 +344,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
             if (has[k]) ff_codes(xq, xs, lane + 32 * k, x[k], sc[k]);
             xp[k] = q8_xpre<T>(x[k]);
         }
-        if constexpr (TMA && FF_NCH == 1) ff_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
+        if constexpr (TMA && FF_NCH == 1) bulk_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
         if (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1 && C == 64) { /* (the spans' bases are 16-byte aligned: ff_plan) */
             if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
             else ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
@@ -398,11 +372,11 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
-            ff_bulk(sm + L.g, a.D + (size_t)c * cb + cbA, (unsigned)(cb - cbA), &mbar[FF_NCH + 1]);
+            bulk_copy(sm + L.g, a.D + (size_t)c * cb + cbA, (unsigned)(cb - cbA), &mbar[FF_NCH + 1]);
         }
     if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
     if (a.trace) st[3] = clock64();
-    if constexpr (TMA) ff_bar_wait(&mbar[FF_NCH]);
+    if constexpr (TMA) bulk_bar_wait(&mbar[FF_NCH]);
     else __pipeline_wait_prior(0);
     __syncthreads();
     if (a.trace) st[4] = clock64();
@@ -420,7 +394,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
 #pragma unroll
             for (int k = 0; k < FF_KMAX; k++) xp6[k] = q8_xpre<OB_TYPE_Q6_K>(hx[k]);
             for (int r = tid; r < d; r += FF_THREADS) {
-                if (r >= dA) ff_bar_wait(&mbar[FF_NCH + 1]);
+                if (r >= dA) bulk_bar_wait(&mbar[FF_NCH + 1]);
                 part[r] = r < dA ? ff_q6_row(dn, dA, r, hx, hsc, xp6) : ff_q6_row(sm + L.g, d - dA, r - dA, hx, hsc, xp6);
             }
         } else if constexpr (TD == OB_TYPE_Q4_K) { /* (K is 2: ff_fit; hx[0] / hx[1] are the chunk's two sub-blocks) */
