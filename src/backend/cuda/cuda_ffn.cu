@@ -77,6 +77,12 @@
                       * each against the default: the products were not waiting for bytes, and thread 0 issued
                       * nine copies before its norm) */
 #endif
+#ifndef FF_SPREAD
+#define FF_SPREAD 0 /* FF_NCH > 1: part k's barrier and copies by warp k's first lane instead of all by thread 0, so that
+                     * the copies are issued at once (bench/cuda/tmabw.cu measures whether more copies in flight fill
+                     * a block's shared memory sooner); not yet measured in the kernel */
+#endif
+static_assert(FF_NCH == 1 || FF_NCH == 2 || FF_NCH == 4, "FF_NCH: parts of C / FF_NCH rows, a multiple of 16 bytes for q4_0 only up to 4");
 
 struct ff_args {
     float *x;         /* [d]: the residual row, read (the norm) and added to */
@@ -228,11 +234,13 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
  * products overlap), each as the decode matmul's held rows: lane l sub-blocks l, l + 32, then the
  * sum over the warp (its epilogue's sum over four warps, of which one is nonzero: 0 + v), so the
  * same GLU values as the separate path whatever R. A16: the rows are 16-byte aligned. i0: the
- * rows' first index (the per-part barriers of FF_NCH > 1). */
+ * rows' first index (the per-part barriers of FF_NCH > 1: each row's part waited for). */
 template <int T, int R, bool A16, bool TMA>
 __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[2][8],
                                       const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h, int i0 = 0) {
-    if constexpr (TMA && FF_NCH > 1) bulk_bar_wait(&mbar[(i0 + warp) / (32 * a.K / FF_NCH)]);
+    if constexpr (TMA && FF_NCH > 1)
+#pragma unroll
+        for (int j = 0; j < R; j++) bulk_bar_wait(&mbar[(i0 + warp + 32 * j) / (32 * a.K / FF_NCH)]);
     float v[R], v2[R];
 #pragma unroll
     for (int j = 0; j < R; j++) v[j] = v2[j] = 0.0f;
@@ -298,13 +306,15 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         g = sm + L.g;
         u = sm + L.u;
         dn = sm + L.dn;
-        if (tid == 0) { /* (the barriers are initialized before any other thread waits: rows_regs syncs the block) */
-            const size_t pb = gb / FF_NCH; /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb) */
-            for (int k = 0; k < FF_NCH; k++) {
+        /* (the barriers are initialized before any other thread waits: rows_regs syncs the block) */
+        const size_t pb = gb / FF_NCH; /* C / FF_NCH rows: a multiple of 16 bytes (144 K nsb) */
+        for (int k = 0; k < FF_NCH; k++)
+            if (tid == (FF_SPREAD ? 32 * k : 0)) {
                 bulk_bar_init(&mbar[k], (unsigned)(2 * pb));
                 bulk_copy(sm + L.g + k * pb, a.G + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
                 bulk_copy(sm + L.u + k * pb, a.U + (size_t)c * gb + k * pb, (unsigned)pb, &mbar[k]);
             }
+        if (tid == 0) {
             bulk_bar_init(&mbar[FF_NCH], (unsigned)cbA);
             if (TD == OB_TYPE_Q6_K) bulk_bar_init(&mbar[FF_NCH + 1], (unsigned)(cb - cbA));
             if (!FF_DOWN_LATE) bulk_copy(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
@@ -345,7 +355,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
             xp[k] = q8_xpre<T>(x[k]);
         }
         if constexpr (TMA && FF_NCH == 1) bulk_bar_wait(&mbar[0]); /* (every row on one barrier: waited once) */
-        if (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && FF_NCH == 1 && C == 64) { /* (the spans' bases are 16-byte aligned: ff_plan) */
+        if (TMA && FF_PAIR && T == OB_TYPE_Q4_0 && C == 64) { /* (the spans' bases are 16-byte aligned: ff_plan) */
             if (a.rb % 16 == 0) ff_gu<T, 2, true, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
             else ff_gu<T, 2, false, TMA>(g, u, a, mbar, warp, lane, x, sc, has, xp, h);
         } else {
