@@ -82,6 +82,7 @@
                      * the copies are issued at once (bench/cuda/tmabw.cu measures whether more copies in flight fill
                      * a block's shared memory sooner); not yet measured in the kernel */
 #endif
+static_assert(32 * FF_SUMS <= CU_GRID_MAXB, "FF_MONO: a counter for every grid ff_fit plans");
 static_assert(FF_NCH == 1 || FF_NCH == 2 || FF_NCH == 4, "FF_NCH: parts of C / FF_NCH rows, a multiple of 16 bytes for q4_0 only up to 4");
 
 struct ff_args {
@@ -626,15 +627,16 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
            const ob_weight *dw, float *x) {
     const int K = p->K, d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
     unsigned *bar = cu_grid_bar(s);
+    unsigned long long *cnt = FF_MONO ? cu_grid_cnt(s, nb) : NULL; /* (NULL only where bar is: nb <= CU_GRID_MAXB, ff_fit) */
     cu_reserve(s, (void **)&s->ffn_part, &s->ffn_part_cap, (size_t)nb * d * sizeof(float));
-    if (!bar || (FF_MONO && !cu_grid_cnt(s, nb)) || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
+    if (!bar || (FF_MONO && !cnt) || s->ffn_part_cap < (size_t)nb * d * sizeof(float)) return 0;
     if (s->ffn_trace && !s->ffn_ticks) {
         cu_reserve(s, (void **)&s->ffn_ticks, &s->ffn_ticks_cap, (size_t)(nb + 1) * FF_STAMPS * sizeof(long long));
         if (s->ffn_ticks) cu_check(cudaMemsetAsync(s->ffn_ticks, 0, s->ffn_ticks_cap, s->stream), "ffn trace");
         s->ffn_trace_nb = nb;
     }
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
-                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar, FF_MONO ? cu_grid_cnt(s, nb) : NULL,
+                 g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar, cnt,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
 #define FF_RUN(TG, TD) p->per == 2 ? ff_launch<TG, TD, 2>(s, p, nb, a) : ff_launch<TG, TD, 1>(s, p, nb, a)
     FF_FORMS(p->type, p->dtype, FF_RUN);
