@@ -31,7 +31,7 @@
 #   steps    what the GPU idles between decode steps: tg128 of the 1-2B files (FILES="...") with
 #            OB_CUDA_STEP_TIMES=1 (replays' median GPU time against the host's time between launches)
 #   (none)   build, tests and the background setup only (before h200_bench.sh)
-# NOTEST=1 skips `make test-cuda` (a later call on the same machine).
+# NOTEST=1 skips `make test-cuda` (a later call on the same machine); ONCE=0 the once-a-machine benchmarks.
 # Build dependencies the GPU image lacks travel in .gpu/deps.tar.xz (headers and shared
 # libraries of the Debian build machine). Logs under $OUT.
 cd "$(dirname "$0")/../.."
@@ -48,9 +48,7 @@ make CUDA=1 -j16 build/1bit build/test_unit >$OUT/build.log 2>&1 || { tail -30 $
 # tree's times are the copy's, so the source's md5 says), after the bandwidth in copybw.txt
 once() { [ "$(md5sum < bench/cuda/$1.cu)" = "$(cat build/$1.md5 2>/dev/null)" ] || { /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 -Isrc \
     -o build/$1 bench/cuda/$1.cu && md5sum < bench/cuda/$1.cu > build/$1.md5 && timeout 120 ./build/$1 | tee -a $OUT/copybw.txt; }; }
-once syncs
-once persist
-once tmabw
+[ "$ONCE" = 0 ] || { once syncs; once persist; once tmabw; } # (ONCE=0: not on this machine)
 # NOTEST=1: a later call on the same machine (the tests ran in the first)
 [ "$NOTEST" = 1 ] || timeout 400 make test-cuda 2>&1 | grep -v "convert: wrote" | tee $OUT/test-cuda.log | tail -6
 M=/tmp/m

@@ -19,7 +19,7 @@
 #define LINKS 100
 #define REGION ((size_t)32 << 20) /* bytes a launch may read: at least 132 x 221184 */
 #define NREG 40
-#define SMEM (200 * 1024)         /* one block an SM whatever B */
+#define SMEM (216 * 1024)         /* one block an SM whatever B (at least the largest B) */
 
 enum { BULK, CPASYNC, LOADS, EMPTY };
 

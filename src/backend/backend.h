@@ -175,14 +175,16 @@ struct ob_backend {
     /* A whole layer of one token (ob_layer_args) with the plain ops' results; returns 0 without
      * doing anything when the backend cannot take this layer (the engine then issues the ops). */
     int (*layer_decode)(ob_backend *b, const ob_layer_args *l);
-    /* One token's feed-forward block of a layer without a sub-norm or act_quant_i8 (n == 1):
-     * rmsnorm of x with w into h, matmul_glu of gate and up on h into gate (up: scratch, out_to
-     * down), matmul_add of down on gate into x. The one exception to the rule above: the results
-     * are the plain ops' up to the summation order of down's products (CUDA splits them over the
-     * intermediate dimension). Returns 0 without doing anything when the backend cannot take it
-     * (the engine then issues the ops). */
+    /* One token's feed-forward block of a layer (n == 1): rmsnorm of x with w into h (with aq,
+     * rmsnorm_act_quant), matmul_glu of gate and up on h into gate (up: scratch; out_to down
+     * where neither sw nor aq), then with sw the sub-norm of gate with sw into up (with aq,
+     * rmsnorm_act_quant), else with aq act_quant_i8 of gate, and matmul_add of down on that into
+     * x (the engine's ops for BitNet's layers: sw its ffn_sub_norm, aq act_quant_i8). The one
+     * exception to the rule above: the results are the plain ops' up to the summation order of
+     * down's products (CUDA splits them over the intermediate dimension). Returns 0 without doing
+     * anything when the backend cannot take it (the engine then issues the ops). */
     int (*ffn_decode)(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-                      const ob_weight *d, float *x, float *h, float *gate, float *up, int n);
+                      const ob_weight *d, const float *sw, int aq, float *x, float *h, float *gate, float *up, int n);
 
     /* Optional host memory (NULL: malloc / free) for buffers that download() fills every step,
      * of the kind the backend copies to fastest (CUDA: page-locked). host_alloc returns NULL when

@@ -57,10 +57,19 @@ static void f_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, f
 }
 
 static int f_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-                        const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
-    b->rmsnorm(b, x, w, h, n, (int)g->n_in, eps);
-    b->matmul_glu(b, act, g, u, h, gate, up, n, d);
-    b->matmul_add(b, d, gate, x, n);
+                        const ob_weight *d, const float *sw, int aq, float *x, float *h, float *gate, float *up, int n) {
+    if (aq) b->rmsnorm_act_quant(b, x, w, h, n, (int)g->n_in, eps);
+    else b->rmsnorm(b, x, w, h, n, (int)g->n_in, eps);
+    b->matmul_glu(b, act, g, u, h, gate, up, n, sw || aq ? NULL : d);
+    const float *in = gate;
+    if (sw) {
+        if (aq) b->rmsnorm_act_quant(b, gate, sw, up, n, (int)g->n_out, eps);
+        else b->rmsnorm(b, gate, sw, up, n, (int)g->n_out, eps);
+        in = up;
+    } else if (aq) {
+        b->act_quant_i8(b, gate, n, (int)g->n_out);
+    }
+    b->matmul_add(b, d, in, x, n);
     return 1;
 }
 
@@ -71,5 +80,5 @@ void ob_backend_plain_fused(ob_backend *b) {
     if (!b->rope_kv) b->rope_kv = f_rope_kv;
     if (!b->rope_attention) b->rope_attention = f_rope_attention; /* after rope_kv: it calls that */
     if (!b->rmsnorm_act_quant) b->rmsnorm_act_quant = f_rmsnorm_act_quant;
-    if (!b->ffn_decode) b->ffn_decode = f_ffn_decode; /* after matmul_glu and matmul_add: it calls them */
+    if (!b->ffn_decode) b->ffn_decode = f_ffn_decode; /* after matmul_glu, matmul_add and rmsnorm_act_quant: it calls them */
 }

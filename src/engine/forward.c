@@ -333,9 +333,11 @@ static void layer_forward(ob_ctx_t *c, int il, int n, const int32_t *pos, const 
     }
     matmul_residual(c, &L->wo, o_in, n);
 
-    /* one token's FFN without a sub-norm, nobody observing: one backend call when it takes it */
-    if (n == 1 && be->ffn_decode && !c->obs && !L->ffn_sub_norm && !(m->arch->flags & OB_ARCH_ACT_QUANT) &&
-        be->ffn_decode(be, m->arch->ffn_act, L->ffn_norm, hp->eps, &L->ffn_gate, &L->ffn_up, &L->ffn_down, c->x, c->h, c->gate, c->up, n))
+    /* one token's FFN, nobody observing: one backend call when it takes it (the ops below, sub-norm
+     * and act_quant_i8 included) */
+    if (n == 1 && be->ffn_decode && !c->obs &&
+        be->ffn_decode(be, m->arch->ffn_act, L->ffn_norm, hp->eps, &L->ffn_gate, &L->ffn_up, &L->ffn_down, L->ffn_sub_norm,
+                       (m->arch->flags & OB_ARCH_ACT_QUANT) != 0, c->x, c->h, c->gate, c->up, n))
         return;
     norm_act_quant(c, "ffn_in", il, c->x, L->ffn_norm, c->h, n, d);
     if (be->matmul_glu) {

@@ -621,11 +621,13 @@ static long ffn_launches(void) {
 }
 
 /* ffn_decode of one token on gf against the plain ops on g (OB_CUDA_FFN=0: rmsnorm, matmul_glu,
+ * matmul_add; with sub, BitNet's: rmsnorm_act_quant, matmul_glu, the sub-norm's rmsnorm_act_quant,
  * matmul_add): within 2e-5 of the output's scale (down's summation order differs; a wrong chunk,
  * scale or row is off by the whole product), the same bits twice (no atomics), one launch counted;
- * take 0: declined (0 returned, nothing launched, x as it was); g itself declines. */
-static void check_ffn_down(ob_backend *gf, ob_backend *g, int type, int dtype, int64_t d, int64_t n_ff, ob_act act, int take) {
-    void *wq[3] = {random_quantized(type, d, n_ff, 0), random_quantized(type, d, n_ff, 0), random_quantized(dtype, n_ff, d, 0)};
+ * take 0: declined (0 returned, nothing launched, x as it was); g itself declines. Ternary types
+ * get ternary weights. */
+static void check_ffn_sub(ob_backend *gf, ob_backend *g, int type, int dtype, int64_t d, int64_t n_ff, ob_act act, int sub, int take) {
+    void *wq[3] = {random_quantized(type, d, n_ff, 1), random_quantized(type, d, n_ff, 1), random_quantized(dtype, n_ff, d, 1)};
     const int64_t nin[3] = {d, d, n_ff}, nout[3] = {n_ff, n_ff, d};
     const int types[3] = {type, type, dtype};
     ob_weight wg[3], wf[3];
@@ -634,44 +636,60 @@ static void check_ffn_down(ob_backend *gf, ob_backend *g, int type, int dtype, i
         wf[i] = weight_on(gf, types[i], nin[i], nout[i], wq[i]);
         free(wq[i]);
     }
-    float *x = randf((size_t)d, 1.0f), *nw = randf((size_t)d, 1.0f);
+    float *x = randf((size_t)d, 1.0f), *nw = randf((size_t)d, 1.0f), *sw = randf((size_t)n_ff, 1.0f);
     void *dx = dev_copy(g, x, d * 4), *dn = dev_copy(g, nw, d * 4), *h = dev_nan(g, d), *gate = dev_nan(g, n_ff), *up = dev_nan(g, n_ff);
-    CHECK(g->ffn_decode(g, act, dn, 1e-5f, &wg[0], &wg[1], &wg[2], dx, h, gate, up, 1) == 0);
-    g->rmsnorm(g, dx, dn, h, 1, (int)d, 1e-5f);
-    g->matmul_glu(g, act, &wg[0], &wg[1], h, gate, up, 1, &wg[2]);
-    g->matmul_add(g, &wg[2], gate, dx, 1);
+    void *ds = sub ? dev_copy(g, sw, n_ff * 4) : NULL;
+    CHECK(g->ffn_decode(g, act, dn, 1e-5f, &wg[0], &wg[1], &wg[2], ds, sub, dx, h, gate, up, 1) == 0);
+    if (sub) {
+        g->rmsnorm_act_quant(g, dx, dn, h, 1, (int)d, 1e-5f);
+        g->matmul_glu(g, act, &wg[0], &wg[1], h, gate, up, 1, NULL);
+        g->rmsnorm_act_quant(g, gate, ds, up, 1, (int)n_ff, 1e-5f);
+        g->matmul_add(g, &wg[2], up, dx, 1);
+    } else {
+        g->rmsnorm(g, dx, dn, h, 1, (int)d, 1e-5f);
+        g->matmul_glu(g, act, &wg[0], &wg[1], h, gate, up, 1, &wg[2]);
+        g->matmul_add(g, &wg[2], gate, dx, 1);
+    }
     float *want = dev_get(g, dx, d), *got[2];
     double scale = 1e-3;
     for (int64_t i = 0; i < d; i++) scale = fmax(scale, fabs(want[i]));
     void *fn = dev_copy(gf, nw, d * 4), *fh = dev_nan(gf, d), *fg = dev_nan(gf, n_ff), *fu = dev_nan(gf, n_ff);
+    void *fs = sub ? dev_copy(gf, sw, n_ff * 4) : NULL;
     for (int rep = 0; rep < 2; rep++) {
         void *fx = dev_copy(gf, x, d * 4);
         const long l = ffn_launches();
-        CHECK_EQ_INT(gf->ffn_decode(gf, act, fn, 1e-5f, &wf[0], &wf[1], &wf[2], fx, fh, fg, fu, 1), take);
+        CHECK_EQ_INT(gf->ffn_decode(gf, act, fn, 1e-5f, &wf[0], &wf[1], &wf[2], fs, sub, fx, fh, fg, fu, 1), take);
         CHECK(ffn_launches() == l + take);
         got[rep] = dev_get(gf, fx, d);
         gf->dealloc(gf, fx);
     }
     const double diff = take ? max_abs_diff(got[0], want, d) / scale : max_abs_diff(got[0], x, d);
     if (diff > (take ? 2e-5 : 0) || max_abs_diff(got[0], got[1], d) != 0 || ob_test_verbose)
-        fprintf(stderr, "  cuda ffn %s / %s %lldx%lld%s: %s %.3g, twice %.3g\n", ob_type_get(type)->name, ob_type_get(dtype)->name, (long long)d, (long long)n_ff,
-                act == OB_ACT_RELU2 ? " relu2" : "", take ? "|diff| / scale" : "declined, x changed by", diff,
+        fprintf(stderr, "  cuda ffn %s / %s %lldx%lld%s%s: %s %.3g, twice %.3g\n", ob_type_get(type)->name, ob_type_get(dtype)->name, (long long)d,
+                (long long)n_ff, act == OB_ACT_RELU2 ? " relu2" : "", sub ? " sub-norm" : "", take ? "|diff| / scale" : "declined, x changed by", diff,
                 max_abs_diff(got[0], got[1], d));
     CHECK(diff <= (take ? 2e-5 : 0));
     CHECK(max_abs_diff(got[0], got[1], d) == 0);
-    void *bufs[] = {dx, dn, h, gate, up};
-    for (int i = 0; i < 5; i++) g->dealloc(g, bufs[i]);
-    void *fbufs[] = {fn, fh, fg, fu};
-    for (int i = 0; i < 4; i++) gf->dealloc(gf, fbufs[i]);
+    void *bufs[] = {dx, dn, h, gate, up, ds};
+    for (int i = 0; i < 6; i++)
+        if (bufs[i]) g->dealloc(g, bufs[i]);
+    void *fbufs[] = {fn, fh, fg, fu, fs};
+    for (int i = 0; i < 5; i++)
+        if (fbufs[i]) gf->dealloc(gf, fbufs[i]);
     for (int i = 0; i < 3; i++) {
         g->dealloc(g, (void *)wg[i].data);
         gf->dealloc(gf, (void *)wf[i].data);
     }
     free(x);
     free(nw);
+    free(sw);
     free(want);
     free(got[0]);
     free(got[1]);
+}
+
+static void check_ffn_down(ob_backend *gf, ob_backend *g, int type, int dtype, int64_t d, int64_t n_ff, ob_act act, int take) {
+    check_ffn_sub(gf, g, type, dtype, d, n_ff, act, 0, take);
 }
 
 /* check_ffn_down with down of the gate's type */
@@ -711,6 +729,31 @@ static void test_ffn(ob_backend *gd) {
         check_ffn(gt, g, OB_TYPE_Q4_0, 256, 1024, OB_ACT_RELU2, 1);
         check_ffn(gt, g, OB_TYPE_Q4_0, 96, 320, OB_ACT_SILU, 1); /* (one sub-block a block, rows of 54 bytes) */
         check_ffn(gt, g, OB_TYPE_Q4_0, 320, 6400, OB_ACT_SILU, 1); /* (two gate/up rows a warp, of 180 bytes: not 16-byte aligned) */
+        /* the ternary forms (tq1_0 by default, tq2_0 too with OB_CUDA_FFN_T=1): BitNet-2B's shape
+         * (rows of 2560 values: three sub-blocks on some lanes; 108 blocks), with its sub-norm and
+         * act_quant_i8, relu^2, and without them */
+        static const char *const both[] = {"OB_CUDA_FFN", "2", "OB_CUDA_FFN_T", "1", NULL};
+        ob_backend *g2 = gpu_new_env(both);
+        for (int i = 0; g2 && i < 2; i++) {
+            const int t = i ? OB_TYPE_TQ1_0 : OB_TYPE_TQ2_0;
+            check_ffn_sub(g2, g, t, t, 2560, 6912, OB_ACT_RELU2, 1, 1);
+            check_ffn_sub(g2, g, t, t, 2048, 4096, OB_ACT_SILU, 0, 1);
+            check_ffn_sub(g2, g, t, t, 256, 1024, OB_ACT_RELU2, 0, 1); /* (no sub-norm: any row) */
+            check_ffn_sub(g2, g, t, t, 1024, 4096, OB_ACT_RELU2, 1, 0); /* (a sub-norm on rows the row kernel takes on 256 threads) */
+        }
+        if (g2) {
+            check_ffn_sub(g2, g, OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 3072, 8192, OB_ACT_RELU2, 1, 1);  /* (the longest rows it takes) */
+            check_ffn_sub(g2, g, OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 2560, 10240, OB_ACT_RELU2, 1, 0); /* (a sub-norm over 8192 values) */
+            check_ffn_sub(g2, g, OB_TYPE_I2_S, OB_TYPE_I2_S, 2560, 6912, OB_ACT_RELU2, 1, 0);    /* (i2_s: not taken) */
+            check_ffn_sub(g2, g, OB_TYPE_Q4_0, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_RELU2, 1, 0);    /* (a sub-norm: the q4 forms decline) */
+        }
+        gpu_free(g2);
+        check_ffn_sub(gt, g, OB_TYPE_TQ1_0, OB_TYPE_TQ1_0, 2560, 6912, OB_ACT_RELU2, 1, 1); /* (the default: tq1_0 taken) */
+        check_ffn_sub(gt, g, OB_TYPE_TQ2_0, OB_TYPE_TQ2_0, 2560, 6912, OB_ACT_RELU2, 1, 0); /* (and tq2_0 not) */
+        static const char *const none[] = {"OB_CUDA_FFN", "2", "OB_CUDA_FFN_T", "0", NULL};
+        ob_backend *gn = gpu_new_env(none);
+        if (gn) check_ffn_sub(gn, g, OB_TYPE_TQ1_0, OB_TYPE_TQ1_0, 2560, 6912, OB_ACT_RELU2, 1, 0); /* ternary declined */
+        gpu_free(gn);
         static const char *const coop[] = {"OB_CUDA_FFN_COOP", "1", NULL};
         ob_backend *gc = gpu_new_env(coop); /* (cooperative launches) */
         if (gc) check_ffn(gc, g, OB_TYPE_Q4_0, 2048, 8192, OB_ACT_SILU, 1);

@@ -275,6 +275,10 @@ static int cu_init(ob_backend *b, const ob_backend_opts *o, char *err, size_t er
     s->ffn_coop = p.cooperativeLaunch && fc2 && !strcmp(fc2, "1");
     const char *fk = getenv("OB_CUDA_FFN_K");
     s->ffn_k = !(fk && !strcmp(fk, "0"));
+    /* its ternary forms (BitNet's layers), a type mask: by default tq1_0 alone (tg128 +2.0% on
+     * BitNet-2B TQ1_0, TQ2_0 -1.5%, run 34); OB_CUDA_FFN_T=1 tq2_0 too, =0 neither */
+    const char *fft = getenv("OB_CUDA_FFN_T");
+    s->ffn_t = !fft ? 1 : !strcmp(fft, "1") ? 3 : 0;
     for (int i = 0; i < CU_IDX_SLOTS; i++)
         if ((e = cudaEventCreateWithFlags(&s->idx[i].done, cudaEventDisableTiming)) != cudaSuccess) {
             snprintf(err, errlen, "device 'cuda': %s", cudaGetErrorString(e));
@@ -481,15 +485,17 @@ static void cu_op_matmul_glu(ob_backend *b, ob_act act, const ob_weight *g, cons
 }
 
 static int cu_op_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-                            const ob_weight *d, float *x, float *h, float *gate, float *up, int n) {
+                            const ob_weight *d, const float *sw, int aq, float *x, float *h, float *gate, float *up, int n) {
     cu_state *s = st(b);
     cu_ffn_plan p;
-    if (!cu_ffn_takes(s, g, u, d, n, &p)) {
+    if (!cu_ffn_takes(s, g, u, d, n, sw || aq, &p)) {
         if (n == 1) s->ffn_free = 0; /* (the row ops' cap is for the norm after the kernel, not after the separate ops) */
         return 0;
     }
     int took = 0;
-    PROF(s, p.dtype == OB_TYPE_Q6_K ? "ffn q4_K + q6_K n=1" : p.type == OB_TYPE_Q4_K ? "ffn q4_K n=1" : "ffn q4_0 n=1", 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, x));
+    char name[40] = "";
+    if (s->prof) snprintf(name, sizeof name, "ffn %s%s n=1", ob_type_name(p.type), p.dtype == OB_TYPE_Q6_K ? " + q6_K" : "");
+    PROF(s, name, 2.0 * g->row_bytes * g->n_out + (double)d->row_bytes * d->n_out, took = cu_ffn(s, &p, act, w, eps, g, u, d, sw, aq, x, gate));
     if (took) xq_forget(s);
     return took;
 }

@@ -2,7 +2,15 @@
  * x += down(act(gate(rmsnorm(x) * w)) * up(rmsnorm(x) * w)) for q4_0 gate, up and down weights,
  * or q4_K gate and up with q4_K or q6_K down (Q4_K_M's two kinds of layer; OB_CUDA_FFN_K=0 off; down's
  * chunks then 39 or 54 bytes a row for two sub-blocks, ff_chunk; q6_K's in two parts, ff_q6_rows),
- * where the split below fits the GPU.
+ * or ternary weights throughout (tq2_0, tq1_0: BitNet's layers, with its sub-norm and act_quant_i8
+ * before gate/up and before down; bulk copies only; down's chunks 2-bit codes and a scale a
+ * sub-block, k_ffn_repack_t), where the split below fits the GPU. i2_s is not taken: its form
+ * differed from the separate ops by 1e-3 of the output's scale where tq2_0 / tq1_0 agree to 2e-5
+ * (the chunks' round trip checked exact on the host; cause not found) and was 7% slower (run 34).
+ * By default the tq1_0 form alone (s->ffn_t, OB_CUDA_FFN_T=1 both): tg128 on BitNet-2B TQ1_0 +2.0%,
+ * TQ2_0 -1.5%, against the separate ops (run 34: the launch 26.4 us a layer, about what the four
+ * launches it replaces take; the second grid barrier and the sub-norm's whole-row statistics on
+ * every block cost what the launches saved).
  *
  * Why: the separate path is three dependent launches (the norm with its codes, gate and up with
  * the GLU and its codes, down with the residual add), and the down product needs every
@@ -18,6 +26,12 @@
  * the same bits every run; they differ from the separate path only by down's summation order
  * (each output is a sum over its 32 K-value chunks, then over the chunks, instead of over four
  * warps' lanes).
+ * With a sub-norm or act_quant_i8 before down (the ternary forms), down's codes need the whole
+ * intermediate row's statistics: each block writes its GLU values to hb (the engine's gate buffer),
+ * and after a first grid barrier every block computes the row kernel's norm, act_quant and codes of
+ * the whole row on its 1024 threads (rows_regs: the same bits as the separate ops' row kernel),
+ * keeping its own 32 K codes. So two grid barriers a launch instead of one, for three launches
+ * saved.
  * Status: the default on Hopper (s->ffn 2, bulk copies; OB_CUDA_FFN=0 off, =1 threads' copies:
  * slower than the separate ops, -4.6% to -5.8% tg128 on Llama-3.2-1B Q4_0, run 28). Alone it is
  * level with the separate ops (+0.1%: it saves 1.0 us of the FFN's 17.1 a layer, but the next
@@ -36,6 +50,9 @@
 #include <cuda_pipeline.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <type_traits>
 
 #include "backend/cuda/cuda_bulk.cuh"
 #include "backend/cuda/cuda_grid.cuh"
@@ -49,6 +66,7 @@
 #define FF_BLK 18 /* bytes of a q4_0 block (16 code bytes, d) */
 #define FF_K4_ROW 39 /* bytes of a q4_K chunk row (two sub-blocks: 32 code bytes, d and dmin, two 6-bit scales and mins) */
 #define FF_Q6_ROW 54 /* bytes of a q6_K chunk row (two sub-blocks: 32 bytes of low nibbles, 16 of high bits, 4 scales, d) */
+#define FF_TB 10     /* bytes of a ternary chunk's sub-block: 8 of 2-bit codes (q + 1), 2 of its scale (f16) */
 #define FF_STAMPS 11 /* the trace's stretches (cu_ffn_trace_report) */
 #define FF_SUMS 8    /* shares a lane adds (blocks up to 256) */
 #ifndef FF_DOWN_LATE
@@ -72,15 +90,15 @@
                    * kernel's barrier stretch 3.05 -> 1.66 us with FF_XEARLY, run 33); 0: grid_sync */
 #endif
 #ifndef FF_NCH
-#define FF_NCH 1     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
+#define FF_NCH 2     /* bulk copies: gate/up rows in this many parts, each on its own barrier, so that the products
                       * of the first rows may overlap the arrival of the last (run 28: 4 parts -3.4% tg128, one -2.0%,
-                      * each against the default: the products were not waiting for bytes, and thread 0 issued
-                      * nine copies before its norm) */
+                      * each against one part, all issued by thread 0 before its norm; with FF_SPREAD, run 34: 2 parts
+                      * +2.1% on Llama-3.2-1B Q4_0, 4 parts +1.3%, its Q4_K_M +0.2% / 0.0%) */
 #endif
 #ifndef FF_SPREAD
-#define FF_SPREAD 0 /* FF_NCH > 1: part k's barrier and copies by warp k's first lane instead of all by thread 0, so that
-                     * the copies are issued at once (bench/cuda/tmabw.cu measures whether more copies in flight fill
-                     * a block's shared memory sooner); not yet measured in the kernel */
+#define FF_SPREAD 1 /* FF_NCH > 1: part k's barrier and copies by warp k's first lane instead of all by thread 0 (the
+                     * kernel 18.39 -> 17.76 us a launch with 2 parts, run 34; bench/cuda/tmabw.cu: 2, 8 or 32 copies
+                     * in flight fill a block's shared memory alike, so the gain is thread 0's issue time) */
 #endif
 static_assert(32 * FF_SUMS <= CU_GRID_MAXB, "FF_MONO: a counter for every grid ff_fit plans");
 static_assert(FF_NCH == 1 || FF_NCH == 2 || FF_NCH == 4, "FF_NCH: parts of C / FF_NCH rows, a multiple of 16 bytes for q4_0 only up to 4");
@@ -99,13 +117,28 @@ struct ff_args {
     unsigned long long *cnt; /* FF_MONO: grid_sync_cnt's counter for this grid size */
     long long *trace;     /* OB_CUDA_FFN_TRACE=1: [blocks][FF_STAMPS] cycles summed over launches (NULL: off) */
 };
+/* The ternary forms' sub-norm and act_quant_i8 (a parameter of its own: with these in ff_args, the
+ * q4_K form's registers spilled) */
+struct ff_sub {
+    const float *sw; /* the sub-norm's weights before down [n_ff], or NULL: none */
+    int aq;          /* act_quant_i8 after each norm (BitNet) */
+    float *hb;       /* (with sw or aq) the GLU values [n_ff], for the sub-norm's statistics */
+};
 
-/* Bytes of block c's chunk of down: d rows of K sub-blocks. q4_0: their codes [d][K][16], then
+/* The ternary forms (gate, up and down of one of these types). */
+__host__ __device__ constexpr bool ff_tern(int t) { return t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0; }
+
+/* Bytes of block c's chunk of down: d rows of K sub-blocks. Ternary: the codes [d][K][8] (element
+ * 4 i + j of a sub-block: byte j of word i / 4, bits 2 (i % 4); q + 1, so 0..2), then each
+ * sub-block's scale [d][K] (f16: the type's block scale, 1 for i2_s, whose tensor scale comes after). q4_0: their codes [d][K][16], then
  * their scales [d][K] (2 bytes each). q4_K (K 2: the two sub-blocks that share a super-block's 32
  * code bytes, low and high nibbles): the codes [d][32], then each row's d and dmin [d][4] (f16 as
  * stored), then its two sub-blocks' 6-bit scales and mins [d][3] (sc0 | m0 << 6 | sc1 << 12 | m1 << 18). */
 __host__ __device__ __forceinline__ size_t ff_chunk(int t, int d, int K) {
-    return t == OB_TYPE_Q4_K ? (size_t)d * FF_K4_ROW * (K / 2) : t == OB_TYPE_Q6_K ? (size_t)d * FF_Q6_ROW * (K / 2) : (size_t)d * FF_BLK * K;
+    return t == OB_TYPE_Q4_K   ? (size_t)d * FF_K4_ROW * (K / 2)
+           : t == OB_TYPE_Q6_K ? (size_t)d * FF_Q6_ROW * (K / 2)
+           : ff_tern(t)        ? (size_t)d * FF_TB * K
+                               : (size_t)d * FF_BLK * K;
 }
 /* q6_K down (K 2, bulk copies only): its chunk does not fit beside the gate and up rows, so it
  * comes in two parts, rows [0, ff_q6_rows(d)) staged beside them after the norm, the rest into the
@@ -162,6 +195,25 @@ __global__ void k_ffn_repack_q6(const uint8_t *src, uint8_t *dst, int d, int nsu
     for (int k = 0; k < 16; k++) ch[(size_t)32 * n + 16 * (size_t)rr + k] = (uint8_t)(((qh[k] >> sh) & 15) | ((qh[16 + k] >> sh) & 15) << 4);
     for (int k = 0; k < 4; k++) ch[(size_t)48 * n + 4 * (size_t)rr + k] = p.scales[8 * h + 4 * (j & 1) + k];
     for (int k = 0; k < 2; k++) ch[(size_t)52 * n + 2 * (size_t)rr + k] = p.d[k];
+}
+
+/* Ternary down (n_out = d rows of nsb sub-blocks as uploaded, rb bytes a row) in chunks of K
+ * sub-blocks a row (ff_chunk): element i is row r's sub-block sb, decoded as the products do
+ * (any type whose q8w gives codes 0..2 and a block scale d). */
+template <int T> __global__ void k_ffn_repack_t(const uint8_t *src, uint8_t *dst, int d, int nsb, int K, size_t rb) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)d * nsb) return;
+    const int r = (int)(i / nsb), sb = (int)(i % nsb), c = sb / K, k = sb % K;
+    q8w<T> W;
+    q8_load<T>(W, src + (size_t)r * rb, sb, rb);
+    uint32_t P[2] = {0, 0};
+#pragma unroll
+    for (int w = 0; w < 8; w++) P[w >> 2] |= ((uint32_t)W.w[w] & 0x03030303u) << (2 * (w & 3));
+    uint8_t *ch = dst + (size_t)c * ff_chunk(T, d, K);
+    const size_t rk = (size_t)r * K + k;
+    for (int b = 0; b < 8; b++) ch[8 * rk + b] = (uint8_t)(P[b >> 2] >> (8 * (b & 3)));
+    const __half h = __float2half_rn(W.d); /* (exact: the scale came from an f16) */
+    memcpy(ch + (size_t)d * 8 * K + 2 * rk, &h, 2);
 }
 
 /* q6_K down, row rr of a part of n rows at base (ff_q6_rows' layout): the two sub-blocks' sums with
@@ -232,13 +284,14 @@ __device__ __forceinline__ void ff_codes(const int8_t *q, const float2 *xs, int 
 }
 
 /* Gate and up rows warp + 32 j (j < R) at once (R independent sums a lane, so their loads and
- * products overlap), each as the decode matmul's held rows: lane l sub-blocks l, l + 32, then the
+ * products overlap), each as the decode matmul's held rows: lane l sub-blocks l, l + 32 (HS of them:
+ * l + 64 too for rows of up to 3072 values, the decode matmul's loop there), then the
  * sum over the warp (its epilogue's sum over four warps, of which one is nonzero: 0 + v), so the
  * same GLU values as the separate path whatever R. A16: the rows are 16-byte aligned. i0: the
  * rows' first index (the per-part barriers of FF_NCH > 1: each row's part waited for). */
-template <int T, int R, bool A16, bool TMA>
-__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[2][8],
-                                      const float2 (&sc)[2], const bool (&has)[2], const int2 (&xp)[2], float *h, int i0 = 0) {
+template <int T, int R, bool A16, bool TMA, int HS>
+__device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const ff_args &a, uint64_t *mbar, int warp, int lane, const int (&x)[HS][8],
+                                      const float2 (&sc)[HS], const bool (&has)[HS], const int2 (&xp)[HS], float *h, int i0 = 0) {
     if constexpr (TMA && FF_NCH > 1)
 #pragma unroll
         for (int j = 0; j < R; j++) bulk_bar_wait(&mbar[(i0 + warp + 32 * j) / (32 * a.K / FF_NCH)]);
@@ -246,7 +299,7 @@ __device__ __forceinline__ void ff_gu(const uint8_t *g, const uint8_t *u, const 
 #pragma unroll
     for (int j = 0; j < R; j++) v[j] = v2[j] = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < HS; k++)
         if (has[k]) {
 #pragma unroll
             for (int j = 0; j < R; j++) {
@@ -283,10 +336,23 @@ template <bool PAIR, class F> __device__ __forceinline__ void ff_shares(float *p
     }
 }
 
+/* The grid barrier (FF_MONO: on the counter, at target; else grid_sync), as a rows_regs wait. */
+struct ff_gsync {
+    unsigned *bar;
+    unsigned long long *cnt, target;
+    __device__ void operator()() const {
+        if (FF_MONO) grid_sync_cnt(cnt, target);
+        else grid_sync(bar);
+    }
+};
+
 /* TMA: the weights staged by bulk copies (their spans 16-byte aligned: ff_plan), else by every
  * thread's 16-byte asynchronous copies */
-template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a) {
+template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF_THREADS, 1) k_ffn(const ff_args a, const ff_sub b) {
     static_assert(TMA || TD != OB_TYPE_Q6_K, "q6_K down: bulk copies only");
+    constexpr bool TERN = ff_tern(T);
+    constexpr int HS = TERN ? 3 : 2; /* sub-blocks a lane of a gate/up row (rows of 32 HS values at most) */
+    static_assert(!TERN || (TMA && TD == T), "ternary forms: bulk copies, down of the gate's type");
     extern __shared__ __align__(16) uint8_t sm[];
     __shared__ __align__(8) uint64_t mbar[FF_NCH + 2]; /* (bulk copies) the gate/up parts', then down's (q6_K: its two parts) */
     __shared__ unsigned long long cnt_tgt; /* FF_MONO: thread 0's target count for the grid barrier */
@@ -332,7 +398,8 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
     float *h = (float *)(sm + L.h);
 
     /* the norm's codes of the whole row (its weights read before the wait) */
-    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, 0, xq, xs, 0, d, 1, ff_wait{a.trace ? &waited : nullptr, a.cnt, &cnt_tgt});
+    rows_regs<PER, true, ff_wait>(a.x, a.nw, nullptr, d, a.eps, 1, TERN ? b.aq : 0, xq, xs, 0, d, 1,
+                                  ff_wait{a.trace ? &waited : nullptr, a.cnt, &cnt_tgt});
     if constexpr (TMA && FF_DOWN_LATE)
         if (tid == 0) bulk_copy(sm + L.dn, a.D + (size_t)c * cb, (unsigned)cbA, &mbar[FF_NCH]);
     if (a.trace) st[1] = clock64();
@@ -340,17 +407,25 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
     __syncthreads();
     if (a.trace) st[2] = clock64();
 
+    /* ternary forms with a sub-norm or act_quant before down: the GLU values go to hb, where every
+     * block reads the whole row after a grid barrier */
+    bool glob = false;
+    float *hd = h;
+    if constexpr (TERN) {
+        glob = b.sw || b.aq;
+        if (glob) hd = b.hb + (size_t)C * c;
+    }
     /* gate and up: warp w takes values i = w, w + 32, ...; lane l sub-blocks l, l + 32 (as the
      * decode matmul's held rows: the same terms in the same order, then its epilogue's sum over
      * four warps, of which one is nonzero: 0 + v) */
     {
         const int nsb = d / 32;
-        int x[2][8] = {};
-        float2 sc[2] = {};
-        bool has[2];
-        int2 xp[2];
+        int x[HS][8] = {};
+        float2 sc[HS] = {};
+        bool has[HS];
+        int2 xp[HS];
 #pragma unroll
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < HS; k++) {
             has[k] = lane + 32 * k < nsb;
             if (has[k]) ff_codes(xq, xs, lane + 32 * k, x[k], sc[k]);
             xp[k] = q8_xpre<T>(x[k]);
@@ -363,7 +438,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
 #pragma unroll 1
             for (int i = 0; i < C / 32; i++)
                 ff_gu<T, 1, TMA && T == OB_TYPE_Q4_K, TMA>(g + (size_t)32 * i * a.rb, u + (size_t)32 * i * a.rb, a, mbar, warp, lane, x, sc,
-                                                           has, xp, h + 32 * i, 32 * i);
+                                                           has, xp, hd + 32 * i, 32 * i);
         }
     }
     if (a.trace) {
@@ -385,7 +460,14 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
 #endif
             bulk_copy(sm + L.g, a.D + (size_t)c * cb + cbA, (unsigned)(cb - cbA), &mbar[FF_NCH + 1]);
         }
-    if (warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
+    if constexpr (TERN)
+        if (glob) { /* the row kernel's sub-norm, act_quant and codes of the whole intermediate row (its weights read
+                     * before the barrier), this block's 32 K codes kept */
+            const int lo = C * c;
+            rows_regs<8, true, ff_gsync>(b.hb, b.sw, nullptr, C * nb, a.eps, b.sw != nullptr, b.aq, hq - lo, hs - lo / 32, lo, lo + C, 1,
+                                         ff_gsync{a.bar, a.cnt, FF_MONO ? cnt_tgt : 0});
+        }
+    if (!glob && warp < a.K) quant_elem(h[32 * warp + lane], 32 * warp + lane, 0.0f, 0.0f, false, hq, hs);
     if (a.trace) st[3] = clock64();
     if constexpr (TMA) bulk_bar_wait(&mbar[FF_NCH]);
     else __pipeline_wait_prior(0);
@@ -428,6 +510,23 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
                 }
                 return v;
             });
+        } else if constexpr (TERN) {
+            const uint8_t *dd = dn + (size_t)d * 8 * a.K;
+            ff_shares<FF_PAIR>(part, d, tid, [&](int r) {
+                float v = 0.0f;
+#pragma unroll
+                for (int k = 0; k < FF_KMAX; k++)
+                    if (k < a.K) {
+                        const size_t rk = (size_t)r * a.K + k;
+                        const uint2 q = *(const uint2 *)(dn + 8 * rk);
+                        q8w<OB_TYPE_TQ2_0> W; /* (its dot: d (xs.x s - xs.y), with d 1 for i2_s) */
+#pragma unroll
+                        for (int i = 0; i < 8; i++) W.w[i] = (int)(((i < 4 ? q.x : q.y) >> (2 * (i & 3))) & 0x03030303u);
+                        W.d = q8_ld_h(dd + 2 * rk);
+                        v += W.dot(hx[k], hsc[k]);
+                    }
+                return v;
+            });
         } else {
             const uint8_t *dd = dn + (size_t)d * 16 * a.K;
             ff_shares<FF_PAIR>(part, d, tid, [&](int r) {
@@ -449,7 +548,7 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
         }
     }
     if (a.trace) st[5] = clock64();
-    if (FF_MONO) grid_sync_cnt(a.cnt, cnt_tgt);
+    if (FF_MONO) grid_sync_cnt(a.cnt, cnt_tgt + (glob ? (unsigned)nb : 0u)); /* (the second of the launch: nb more arrivals) */
     else grid_sync(a.bar);
     if (a.trace) st[6] = clock64();
 
@@ -519,9 +618,14 @@ static const uint8_t *ff_down(cu_state *s, const ob_weight *w, int K) {
         dst = NULL;
     } else {
         const long long n = (long long)d * nsb;
-        if (w->type == OB_TYPE_Q4_K) k_ffn_repack_k4<<<(unsigned)((n / 2 + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb / 8);
+        const unsigned nt = (unsigned)((n + 255) / 256);
+#define FF_REPACK_T(T) k_ffn_repack_t<T><<<nt, 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K, w->row_bytes)
+        if (w->type == OB_TYPE_TQ2_0) FF_REPACK_T(OB_TYPE_TQ2_0);
+        else if (w->type == OB_TYPE_TQ1_0) FF_REPACK_T(OB_TYPE_TQ1_0);
+#undef FF_REPACK_T
+        else if (w->type == OB_TYPE_Q4_K) k_ffn_repack_k4<<<(unsigned)((n / 2 + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb / 8);
         else if (w->type == OB_TYPE_Q6_K) k_ffn_repack_q6<<<(unsigned)((n / 2 + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb / 8);
-        else k_ffn_repack<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
+        else k_ffn_repack<<<nt, 256, 0, s->stream>>>((const uint8_t *)w->data, dst, d, nsb, K);
         CU_LAUNCHED("ffn down chunks");
         cu_check(cudaStreamSynchronize(s->stream), "ffn down chunks"); /* before any kernel stages them */
     }
@@ -547,8 +651,16 @@ void cu_ffn_free(cu_state *s) {
     s->n_ffn_d = s->cap_ffn_d = 0;
 }
 
-/* The form's instance without bulk copies: q6_K down has none, so its bulk-copy one. */
-template <int TG, int TD, int PER> constexpr auto ff_k_threads = k_ffn<TG, TD, PER, TD == OB_TYPE_Q6_K>;
+/* The form's instance without bulk copies: q6_K down and the ternary forms have none, so their bulk-copy one. */
+template <int TG, int TD, int PER> constexpr auto ff_k_threads = k_ffn<TG, TD, PER, TD == OB_TYPE_Q6_K || ff_tern(TD)>;
+
+/* f(PER) with the instance's norm values a thread: per (1 or 2) for the q4 forms, 4 for the
+ * ternary ones whatever the row (zeros past it leave the row kernel's sums as they are) */
+template <int TG, class F> static void ff_per(int per, F f) {
+    if constexpr (ff_tern(TG)) f(std::integral_constant<int, 4>());
+    else if (per == 2) f(std::integral_constant<int, 2>());
+    else f(std::integral_constant<int, 1>());
+}
 
 /* Blocks of smem bytes the GPU holds at once (0: none). Every instance of the form may then take
  * up to the most the GPU allows a block (less 1 KB for their static shared memory), whichever
@@ -567,30 +679,34 @@ template <int TG, int TD, int PER> static int ff_resident(cu_state *s, size_t sm
 }
 
 /* The kernel's forms, gate/up type and down type: q4_0 throughout, q4_K throughout, q4_K with q6_K
- * down (Q4_K_M's two kinds of layer). F(TG, TD) for the form of tg / td; nothing for another. */
-#define FF_FORMS(tg, td, F)                                                                \
-    do {                                                                                   \
-        if ((tg) == OB_TYPE_Q4_0 && (td) == OB_TYPE_Q4_0) F(OB_TYPE_Q4_0, OB_TYPE_Q4_0);  \
-        else if ((tg) == OB_TYPE_Q4_K && (td) == OB_TYPE_Q4_K) F(OB_TYPE_Q4_K, OB_TYPE_Q4_K); \
-        else if ((tg) == OB_TYPE_Q4_K && (td) == OB_TYPE_Q6_K) F(OB_TYPE_Q4_K, OB_TYPE_Q6_K); \
+ * down (Q4_K_M's two kinds of layer), tq2_0 or tq1_0 throughout. F(TG, TD) for the form of
+ * tg / td; nothing for another. */
+#define FF_FORMS(tg, td, F)                                                                     \
+    do {                                                                                        \
+        if ((tg) == OB_TYPE_Q4_0 && (td) == OB_TYPE_Q4_0) F(OB_TYPE_Q4_0, OB_TYPE_Q4_0);       \
+        else if ((tg) == OB_TYPE_Q4_K && (td) == OB_TYPE_Q4_K) F(OB_TYPE_Q4_K, OB_TYPE_Q4_K);  \
+        else if ((tg) == OB_TYPE_Q4_K && (td) == OB_TYPE_Q6_K) F(OB_TYPE_Q4_K, OB_TYPE_Q6_K);  \
+        else if ((tg) == OB_TYPE_TQ2_0 && (td) == OB_TYPE_TQ2_0) F(OB_TYPE_TQ2_0, OB_TYPE_TQ2_0); \
+        else if ((tg) == OB_TYPE_TQ1_0 && (td) == OB_TYPE_TQ1_0) F(OB_TYPE_TQ1_0, OB_TYPE_TQ1_0); \
     } while (0)
 
 /* K (sub-blocks a block) and PER (norm values a thread) for rows of d values and n_ff intermediate
  * ones (rb bytes a gate row) of types tg (gate / up) and td (down), K 0 where they do not fit: rows
- * of at most 2048 values, every block resident at once in at most the shared memory of one block
+ * of at most 2048 values (ternary: 3072, and at most 8192 intermediate ones: the sub-norm's eight
+ * values a thread), every block resident at once in at most the shared memory of one block
  * an SM; K 2 only for the K-quants (a chunk's two sub-blocks share their code bytes), and q6_K
  * down's second part within the gate rows' space. Asked of the GPU once per shape and types (every
  * layer of one kind has the same: s->ffn_fit, one a down type kind). */
 static void ff_fit(cu_state *s, cu_state::cu_ffn_fit *f, int tg, int td, int64_t d, int64_t n_ff, size_t rb) {
     *f = {tg, td, (int)d, 0, d > FF_THREADS ? 2 : 1, n_ff, rb, 0};
-    if (d % 32 || n_ff % 32 || d > 2 * FF_THREADS) return;
+    if (d % 32 || n_ff % 32 || d > (ff_tern(tg) ? 3 : 2) * FF_THREADS || (ff_tern(tg) && n_ff > 8 * FF_THREADS)) return;
     const bool kq = tg == OB_TYPE_Q4_K;
     for (int k = kq ? 2 : 1; k <= FF_KMAX; k++) {
         if (n_ff % (32 * k) || (kq && n_ff % 256)) continue;
         if (td == OB_TYPE_Q6_K && (size_t)FF_Q6_ROW * (d - ff_q6_rows((int)d)) > (size_t)32 * k * rb) continue;
         const size_t m = ff_layout(td, (int)d, k, rb).total;
         int fit = 0;
-#define FF_FIT(TG, TD) fit = f->per == 2 ? ff_resident<TG, TD, 2>(s, m) : ff_resident<TG, TD, 1>(s, m)
+#define FF_FIT(TG, TD) ff_per<TG>(f->per, [&](auto P) { fit = ff_resident<TG, TD, decltype(P)::value>(s, m); })
         FF_FORMS(tg, td, FF_FIT);
 #undef FF_FIT
         const int nb = (int)(n_ff / (32 * k)), rpb = (int)((d + nb - 1) / nb);
@@ -602,10 +718,15 @@ static void ff_fit(cu_state *s, cu_state::cu_ffn_fit *f, int tg, int td, int64_t
     }
 }
 
-int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p) {
+int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, int sub, cu_ffn_plan *p) {
     const int64_t d = g->n_in, n_ff = g->n_out;
     const int t = g->type, td = dw->type;
-    const bool form = (t == OB_TYPE_Q4_0 && td == t) || (t == OB_TYPE_Q4_K && s->ffn_k && (td == t || (td == OB_TYPE_Q6_K && s->ffn == 2)));
+    /* a sub-norm or act_quant_i8: the ternary forms only, and only where the row kernel would take
+     * both norms on 1024 threads as this kernel does (rows of 2048 values or more, cuda_ops.cu), so
+     * that their codes are the separate ops' bits (act_quant_i8 would turn an ulp into a code) */
+    const bool same_rows = s->rows_wide == 2 && d >= 2048 && n_ff >= 2048;
+    const bool form = ff_tern(t) ? td == t && s->ffn == 2 && (s->ffn_t & (t == OB_TYPE_TQ1_0 ? 1 : 2)) && (!sub || same_rows)
+                                 : !sub && ((t == OB_TYPE_Q4_0 && td == t) || (t == OB_TYPE_Q4_K && s->ffn_k && (td == t || (td == OB_TYPE_Q6_K && s->ffn == 2))));
     if (!s->ffn || n != 1 || !form || u->type != t || u->n_in != d || u->n_out != n_ff || dw->n_in != n_ff || dw->n_out != d) return 0;
     cu_state::cu_ffn_fit *f = &s->ffn_fit[td == OB_TYPE_Q6_K];
     if (f->t != t || f->td != td || f->d != d || f->ff != n_ff || f->rb != g->row_bytes) ff_fit(s, f, t, td, d, n_ff, g->row_bytes);
@@ -617,14 +738,15 @@ int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_w
     return p->down != NULL;
 }
 
-template <int TG, int TD, int PER> static void ff_launch(cu_state *s, const cu_ffn_plan *p, int nb, const ff_args &a) {
+template <int TG, int TD, int PER> static void ff_launch(cu_state *s, const cu_ffn_plan *p, int nb, const ff_args &a, const ff_sub &b) {
     /* (cu_ffn_takes: aligned bases where s->ffn is 2; q6_K down only then) */
-    cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, s->ffn == 2 ? k_ffn<TG, TD, PER, true> : ff_k_threads<TG, TD, PER>, a);
+    cu_launch_as(s, "ffn", s->ffn_coop, nb, FF_THREADS, p->smem, s->ffn == 2 ? k_ffn<TG, TD, PER, true> : ff_k_threads<TG, TD, PER>, a, b);
+    __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
 }
 
 /* 0 (nothing launched) where its scratch is missing: inside a recording, which is then dropped */
 int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-           const ob_weight *dw, float *x) {
+           const ob_weight *dw, const float *sw, int aq, float *x, float *hb) {
     const int K = p->K, d = (int)g->n_in, nb = (int)(g->n_out / (32 * K));
     unsigned *bar = cu_grid_bar(s);
     unsigned long long *cnt = FF_MONO ? cu_grid_cnt(s, nb) : NULL; /* (NULL only where bar is: nb <= CU_GRID_MAXB, ff_fit) */
@@ -638,11 +760,11 @@ int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float 
     ff_args a = {x, w, eps, (const uint8_t *)g->data, (const uint8_t *)u->data, p->down, g->scale, u->scale, dw->scale,
                  g->row_bytes, d, K, act == OB_ACT_RELU2, s->ffn_part, bar, cnt,
                  s->ffn_trace && s->ffn_trace_nb == nb ? s->ffn_ticks : NULL};
-#define FF_RUN(TG, TD) p->per == 2 ? ff_launch<TG, TD, 2>(s, p, nb, a) : ff_launch<TG, TD, 1>(s, p, nb, a)
+    const ff_sub b = {sw, aq, hb};
+#define FF_RUN(TG, TD) ff_per<TG>(p->per, [&](auto P) { ff_launch<TG, TD, decltype(P)::value>(s, p, nb, a, b); })
     FF_FORMS(p->type, p->dtype, FF_RUN);
 #undef FF_RUN
     s->ffn_free = s->sm_count > nb ? s->sm_count - nb : 0;
-    __atomic_add_fetch(&ffn_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }
 

@@ -198,6 +198,7 @@ typedef struct {
     int ffn_coop;          /* its launches cooperative (OB_CUDA_FFN_COOP=1: a GPU shared through MPS) */
     int ffn_free;          /* the SMs its last launch left free (0: none yet, or a one-token call since declined): decode row ops take at most that many blocks a row */
     int ffn_k;             /* q4_K weights taken (OB_CUDA_FFN_K=0: not) */
+    int ffn_t;             /* ternary weights taken, with BitNet's sub-norm and act_quant_i8: 1 tq1_0, 2 tq2_0 (OB_CUDA_FFN_T) */
     struct cu_ffn_fit {    /* its launch plans, one a down type kind (q6_K's, the others'; Q4_K_M mixes both): */
         int t, td, d, k, per; /* for gate / up type t, down type td, rows of d values (k 0: they do not fit; d 0: none yet) */
         int64_t ff;        /* and ff intermediate ones */
@@ -431,18 +432,20 @@ void cu_attn_scratch(cu_state *s, size_t part_floats, size_t counters);
 int cu_layer(cu_state *s, const ob_layer_args *l);
 void cu_layer_trace_report(cu_state *s);
 /* cuda_ffn.cu: backend.h's ffn_decode for one token where _takes says it applies (s->ffn, q4_0
- * or q4_K weights whose split fits the GPU: then it has made down's chunked copy and the plan that cu_ffn
- * launches); _forget drops the copy
+ * or q4_K weights, or with bulk copies ternary ones, whose split fits the GPU; sub: a sub-norm or
+ * act_quant_i8 comes with it, which the ternary forms alone take: then it has made down's chunked
+ * copy and the plan that cu_ffn launches, sw the sub-norm's weights or NULL, aq act_quant_i8, hb
+ * the GLU values' buffer [n_ff]); _forget drops the copy
  * of the weight at data (freed), _free every copy */
 typedef struct {
     int K, per;           /* sub-blocks a block, norm values a thread */
     size_t smem;
     const uint8_t *down;  /* down's chunked copy */
-    int type, dtype;      /* gate and up's type, down's (q4_0 and q4_0, q4_K and q4_K or q6_K) */
+    int type, dtype;      /* gate and up's type, down's (q4_0 and q4_0, q4_K and q4_K or q6_K, a ternary type thrice) */
 } cu_ffn_plan;
-int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, cu_ffn_plan *p);
+int cu_ffn_takes(cu_state *s, const ob_weight *g, const ob_weight *u, const ob_weight *dw, int n, int sub, cu_ffn_plan *p);
 int cu_ffn(cu_state *s, const cu_ffn_plan *p, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
-           const ob_weight *dw, float *x);
+           const ob_weight *dw, const float *sw, int aq, float *x, float *hb);
 void cu_ffn_forget(cu_state *s, const void *data);
 void cu_ffn_free(cu_state *s);
 void cu_ffn_trace_report(cu_state *s);
