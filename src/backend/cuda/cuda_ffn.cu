@@ -336,6 +336,21 @@ template <bool PAIR, class F> __device__ __forceinline__ void ff_shares(float *p
     }
 }
 
+/* A chunk's sub-block codes at p (ff_chunk; 16-byte aligned for q4_0: a chunk is a multiple of 16
+ * bytes). q4_0: 16 bytes of nibbles. Ternary: 8 bytes of 2-bit codes, decoded into tq2_0's form
+ * (its dot: d (xs.x s - xs.y)). */
+__device__ __forceinline__ void ff_chunk_codes(const uint8_t *p, q8w<OB_TYPE_Q4_0> &W) {
+    uint32_t q[4];
+    ld_words16<4>(p, q);
+    nibbles_of(q, W.w);
+    W.m = 0.0f;
+}
+__device__ __forceinline__ void ff_chunk_codes(const uint8_t *p, q8w<OB_TYPE_TQ2_0> &W) {
+    const uint2 q = *(const uint2 *)p;
+#pragma unroll
+    for (int i = 0; i < 8; i++) W.w[i] = (int)(((i < 4 ? q.x : q.y) >> (2 * (i & 3))) & 0x03030303u);
+}
+
 /* The grid barrier (FF_MONO: on the counter, at target; else grid_sync), as a rows_regs wait. */
 struct ff_gsync {
     unsigned *bar;
@@ -510,37 +525,18 @@ template <int T, int TD, int PER, bool TMA> __global__ void __launch_bounds__(FF
                 }
                 return v;
             });
-        } else if constexpr (TERN) {
-            const uint8_t *dd = dn + (size_t)d * 8 * a.K;
+        } else { /* q4_0 or ternary chunks: codes [d][K][CB], then scales [d][K] */
+            constexpr int CB = TERN ? 8 : 16;
+            const uint8_t *dd = dn + (size_t)d * CB * a.K;
             ff_shares<FF_PAIR>(part, d, tid, [&](int r) {
                 float v = 0.0f;
 #pragma unroll
                 for (int k = 0; k < FF_KMAX; k++)
                     if (k < a.K) {
                         const size_t rk = (size_t)r * a.K + k;
-                        const uint2 q = *(const uint2 *)(dn + 8 * rk);
-                        q8w<OB_TYPE_TQ2_0> W; /* (its dot: d (xs.x s - xs.y), with d 1 for i2_s) */
-#pragma unroll
-                        for (int i = 0; i < 8; i++) W.w[i] = (int)(((i < 4 ? q.x : q.y) >> (2 * (i & 3))) & 0x03030303u);
+                        q8w<TERN ? OB_TYPE_TQ2_0 : OB_TYPE_Q4_0> W;
+                        ff_chunk_codes(dn + CB * rk, W);
                         W.d = q8_ld_h(dd + 2 * rk);
-                        v += W.dot(hx[k], hsc[k]);
-                    }
-                return v;
-            });
-        } else {
-            const uint8_t *dd = dn + (size_t)d * 16 * a.K;
-            ff_shares<FF_PAIR>(part, d, tid, [&](int r) {
-                float v = 0.0f;
-#pragma unroll
-                for (int k = 0; k < FF_KMAX; k++)
-                    if (k < a.K) {
-                        const size_t rk = (size_t)r * a.K + k;
-                        q8w<OB_TYPE_Q4_0> W;
-                        uint32_t q[4];
-                        ld_words16<4>(dn + 16 * rk, q); /* (16-byte aligned: a chunk is a multiple of 16 bytes) */
-                        nibbles_of(q, W.w);
-                        W.d = q8_ld_h(dd + 2 * rk);
-                        W.m = 0.0f;
                         v += W.dot(hx[k], hsc[k]);
                     }
                 return v;
