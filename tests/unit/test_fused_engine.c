@@ -1,5 +1,5 @@
 /* test_fused_engine.c — the engine's fused call sites (engine/forward.c: matmul_multi, matmul_glu,
- * matmul_add, rope_kv, rope_attention, rmsnorm_act_quant) on the CPU.
+ * matmul_add, rope_kv, rope_attention, rmsnorm_act_quant, ffn_decode: BitNet's sub-norm included) on the CPU.
  *
  * Only the CUDA backend has fused ops, so on a machine without a GPU the engine's branches that
  * call them would never run. OB_BACKEND_FUSED=plain gives the CPU backend those entries composed

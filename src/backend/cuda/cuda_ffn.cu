@@ -43,7 +43,7 @@
  * growing counter (FF_XEARLY, FF_MONO) +6.7% on its Q4_0 and +2.8% on its Q4_K_M (run 33). OB_CUDA_FFN_COOP=1 launches it cooperatively, for a
  * GPU shared through MPS (cuda_backend.cu). OB_CUDA_FFN_TRACE=1 times its stretches (docs/cuda.md,
  * "The one-token feed-forward kernel").
- * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, the down copies (s->ffn_d).
+ * Owns: k_ffn, k_ffn_repack, k_ffn_repack_k4, k_ffn_repack_q6, k_ffn_repack_t, the down copies (s->ffn_d).
  * Does not own: the bulk copies and their barriers (cuda_bulk.cuh), the grid barrier (cuda_grid.cuh),
  * the row statistics (cuda_rows.cuh), the sub-block decoders (cuda_q8.cuh).
  */
@@ -128,10 +128,10 @@ struct ff_sub {
 /* The ternary forms (gate, up and down of one of these types). */
 __host__ __device__ constexpr bool ff_tern(int t) { return t == OB_TYPE_TQ2_0 || t == OB_TYPE_TQ1_0; }
 
-/* Bytes of block c's chunk of down: d rows of K sub-blocks. Ternary: the codes [d][K][8] (element
- * 4 i + j of a sub-block: byte j of word i / 4, bits 2 (i % 4); q + 1, so 0..2), then each
- * sub-block's scale [d][K] (f16: the type's block scale, 1 for i2_s, whose tensor scale comes after). q4_0: their codes [d][K][16], then
- * their scales [d][K] (2 bytes each). q4_K (K 2: the two sub-blocks that share a super-block's 32
+/* Bytes of block c's chunk of down: d rows of K sub-blocks. q4_0: their codes [d][K][16], then
+ * their scales [d][K] (2 bytes each). Ternary: the codes [d][K][8] (element 4 i + j of a sub-block:
+ * byte j of word i / 4, bits 2 (i % 4); q + 1, so 0..2), then each sub-block's scale [d][K] (f16:
+ * its block's d). q4_K (K 2: the two sub-blocks that share a super-block's 32
  * code bytes, low and high nibbles): the codes [d][32], then each row's d and dmin [d][4] (f16 as
  * stored), then its two sub-blocks' 6-bit scales and mins [d][3] (sc0 | m0 << 6 | sc1 << 12 | m1 << 18). */
 __host__ __device__ __forceinline__ size_t ff_chunk(int t, int d, int K) {
