@@ -2396,6 +2396,49 @@ static void test_ffn_engine(void) {
     remove(out);
 }
 
+/* The same for the kernel's ternary forms (BitNet's sub-norm and act_quant_i8), on random weights
+ * of a 2-layer BitNet with rows of 2048 values (tests/configs/bitnet-wide.json: the tiny golden
+ * model's rows are too short for them), tq2_0 and tq1_0: the forms (OB_CUDA_FFN_T=1) against the
+ * separate ops (=0) within 1e-2 of the logits' scale (down's summation order, which act_quant_i8
+ * may turn into a code apart; a wrong buffer, norm or chunk is off by the whole scale), and
+ * recorded steps against eager launches bit for bit. */
+static void test_ffn_tern_engine(void) {
+    ob_backend *gd = gpu_new();
+    const int on = gd && ffn_mode(gd) == 2;
+    gpu_free(gd);
+    static const char *const types[2] = {"tq2_0", "tq1_0"};
+    for (int i = 0; i < 2; i++) {
+        char out[256];
+        snprintf(out, sizeof out, "%s/cuda-ffn-%s.gguf", ob_test_tmpdir(), types[i]);
+        char *argv[] = {"convert", "--random", "tests/configs/bitnet-wide.json", "-o", out, "--type", (char *)types[i], NULL};
+        CHECK_EQ_INT(ob_cmd_convert(7, argv), 0);
+        int nv[3] = {0, 0, 0};
+        float *a = ob_test_decode_two(out, "cuda", "OB_CUDA_FFN_T", "0", 30, &nv[0]);
+        const long l = ffn_launches();
+        float *b = ob_test_decode_two(out, "cuda", "OB_CUDA_FFN_T", "1", 30, &nv[1]);
+        CHECK(on ? ffn_launches() > l : ffn_launches() == l);
+        setenv("OB_CUDA_FFN_T", "1", 1);
+        float *c = ob_test_decode_two(out, "cuda", "OB_CUDA_GRAPH", "0", 30, &nv[2]);
+        unsetenv("OB_CUDA_FFN_T");
+        CHECK(a && b && c && nv[0] == nv[1] && nv[0] == nv[2]);
+        if (a && b && c && nv[0] == nv[1] && nv[0] == nv[2]) {
+            const size_t n = (size_t)2 * 31 * nv[0];
+            double scale = 1e-3;
+            for (size_t k = 0; k < n; k++) scale = fmax(scale, fabs(a[k]));
+            const double diff = max_abs_diff(a, b, n) / scale, same = max_abs_diff(b, c, n);
+            if (diff > 1e-2 || same != 0 || ob_test_verbose)
+                fprintf(stderr, "  cuda-ffn bitnet-wide/%s: |diff| / scale %.3g against the ops, %.3g recorded against eager\n", types[i], diff,
+                        same);
+            CHECK(diff <= 1e-2);
+            CHECK(same == 0);
+        }
+        free(a);
+        free(b);
+        free(c);
+        remove(out);
+    }
+}
+
 /* The engine with the decode GLU's codes for ffn_down (the default for q4_0, =2 for q8_0) and
  * the quantizer's (OB_CUDA_GLU_CODES=0): the same logits, bit for bit; BitNet's sub-norm comes
  * between, so its GLU makes none. With the feed-forward kernel off (OB_CUDA_FFN=0): it
@@ -2483,6 +2526,7 @@ OB_SUITE(cuda_golden) {
     test_attn_codes_engine();
     test_glu_codes_engine();
     test_ffn_engine();
+    test_ffn_tern_engine();
     test_angles_engine();
     test_grouped_engine();
 }
