@@ -2399,9 +2399,12 @@ static void test_ffn_engine(void) {
 /* The same for the kernel's ternary forms (BitNet's sub-norm and act_quant_i8), on random weights
  * of a 2-layer BitNet with rows of 2048 values (tests/configs/bitnet-wide.json: the tiny golden
  * model's rows are too short for them), tq2_0 and tq1_0: the forms (OB_CUDA_FFN_T=1) against the
- * separate ops (=0) within 1e-2 of the logits' scale (down's summation order, which act_quant_i8
- * may turn into a code apart; a wrong buffer, norm or chunk is off by the whole scale), and
- * recorded steps against eager launches bit for bit. */
+ * separate ops (=0) within 5e-2 of the logits' scale, and recorded steps against eager launches
+ * bit for bit. Why so loose: down's summation order moves x by ulps, and act_quant_i8 turns an
+ * ulp at a rounding boundary into a code apart. Measured (run 34): 0.0236 on both types; on the
+ * CPU, the same model with x scaled by 1 +- 1e-7 .. 1e-4 after every feed-forward block moves
+ * 0.0056 .. 0.0101 (a few codes apart, whatever the size of the nudge). A wrong buffer, norm or
+ * chunk moves the logits by their whole scale; the op's own test holds it to 2e-5. */
 static void test_ffn_tern_engine(void) {
     ob_backend *gd = gpu_new();
     const int on = gd && ffn_mode(gd) == 2;
@@ -2426,10 +2429,10 @@ static void test_ffn_tern_engine(void) {
             double scale = 1e-3;
             for (size_t k = 0; k < n; k++) scale = fmax(scale, fabs(a[k]));
             const double diff = max_abs_diff(a, b, n) / scale, same = max_abs_diff(b, c, n);
-            if (diff > 1e-2 || same != 0 || ob_test_verbose)
+            if (diff > 5e-2 || same != 0 || ob_test_verbose)
                 fprintf(stderr, "  cuda-ffn bitnet-wide/%s: |diff| / scale %.3g against the ops, %.3g recorded against eager\n", types[i], diff,
                         same);
-            CHECK(diff <= 1e-2);
+            CHECK(diff <= 5e-2);
             CHECK(same == 0);
         }
         free(a);
