@@ -1,11 +1,14 @@
 /* backend.c — picks a backend by device name: the one place device dispatch happens.
  * OB_BACKEND_FUSED=plain gives the CPU backend the fused entries composed from its plain ops
- * (backend_fused.c), for tests of the engine's fused call sites. */
+ * (backend_fused.c), for tests of the engine's fused call sites. OB_BACKEND_TQ1_AS_TQ2=1 has any
+ * backend take tq1_0 weights as tq2_0 (weight_as: the same values, converted at load; the CUDA
+ * decoders of tq2_0 are cheaper, docs/cuda.md: not yet measured, so not a default). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "format/quant.h"
 
 static ob_backend *cpu_new(void) {
     ob_backend *b = ob_backend_cpu_new();
@@ -14,7 +17,21 @@ static ob_backend *cpu_new(void) {
     return b;
 }
 
+static int tq1_as_tq2(ob_backend *b, int type) {
+    (void)b;
+    return type == OB_TYPE_TQ1_0 ? OB_TYPE_TQ2_0 : type;
+}
+
+static ob_backend *by_name(const char *name, char *err, size_t errlen);
+
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
+    ob_backend *b = by_name(name, err, errlen);
+    const char *t = getenv("OB_BACKEND_TQ1_AS_TQ2");
+    if (b && t && !strcmp(t, "1") && !b->weight_as) b->weight_as = tq1_as_tq2;
+    return b;
+}
+
+static ob_backend *by_name(const char *name, char *err, size_t errlen) {
     if (!name || !*name || strcmp(name, "cpu") == 0) return cpu_new();
 #ifdef OB_CUDA
     if (strcmp(name, "auto") == 0) return ob_backend_cuda_usable() ? ob_backend_cuda_new() : cpu_new();

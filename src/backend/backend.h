@@ -103,6 +103,10 @@ struct ob_backend {
      * tensor's) in the backend's own layout, which may reorder the bytes within each row but
      * keeps row_bytes; every op of the backend reads weights in that layout. */
     const void *(*upload_weight)(ob_backend *b, const void *host, size_t size, int type, int64_t n_in, int64_t n_out);
+    /* Optional (NULL: every weight as stored): the type the backend would rather compute a weight
+     * of this type in; the engine converts it on the host where that holds the same values exactly
+     * (ob_tensor_convert), else keeps it (OB_BACKEND_TQ1_AS_TQ2=1: tq1_0 as tq2_0, backend.c). */
+    int (*weight_as)(ob_backend *b, int type);
     /* Copies device bytes to the host. */
     void (*download)(ob_backend *b, void *host, const void *dev, size_t size);
     /* Nonzero if matmul/get_rows handle this weight type. */

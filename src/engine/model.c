@@ -97,14 +97,36 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     char why[256];
     if (ob_tensor_validate(t->type, t->data, n_in, n_out, why, sizeof why))
         return ERR("model: tensor '%s': %s", t->name, why);
-    w->data = m->be->upload_weight ? m->be->upload_weight(m->be, t->data, t->size, t->type, n_in, n_out)
-                                   : m->be->upload(m->be, t->data, t->size);
-    if (!w->data) return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, t->size, m->be->name);
-    w->type = t->type;
+    /* the type the backend would rather compute it in, where that holds the same values */
+    int type = t->type;
+    const void *data = t->data;
+    size_t size = t->size;
+    void *conv = NULL;
+    const int to = m->be->weight_as ? m->be->weight_as(m->be, type) : type;
+    if (to != type && m->be->supports(m->be, to) && (conv = ob_tensor_convert(type, to, data, n_in, n_out, &size))) {
+        type = to;
+        data = conv;
+    }
+    w->data = m->be->upload_weight ? m->be->upload_weight(m->be, data, size, type, n_in, n_out) : m->be->upload(m->be, data, size);
+    if (!w->data) {
+        free(conv);
+        return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, size, m->be->name);
+    }
+    w->type = type;
     w->n_in = n_in;
     w->n_out = n_out;
-    w->row_bytes = ob_type_row_size(t->type, n_in);
-    w->scale = ob_tensor_scale(t->type, t->data, n_in, n_out); /* read on the host: the tail is in the file */
+    w->row_bytes = ob_type_row_size(type, n_in);
+    w->scale = ob_tensor_scale(type, data, n_in, n_out); /* read on the host: the tail is in the file */
+    /* a backend that computes on host memory (the CPU's upload returns it) reads the converted
+     * bytes for the model's life; a device has its copy */
+    if (conv && w->data == conv) {
+        if (!own(m, conv)) { /* (own freed it) */
+            w->data = NULL;
+            return ERR("model: out of memory for tensor '%s'", t->name);
+        }
+    } else {
+        free(conv);
+    }
     return 0;
 }
 

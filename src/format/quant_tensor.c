@@ -100,6 +100,22 @@ int ob_tensor_quantize(int type, const float *src, void *dst, int64_t ne0, int64
     return 0;
 }
 
+void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size) {
+    const size_t n = (size_t)(ne0 * n_rows), bytes = ob_type_tensor_size(to, ne0, n_rows);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    void *dst = bytes ? malloc(bytes) : NULL;
+    int ok = a && b && dst && ob_tensor_dequantize(from, src, a, ne0, n_rows) == 0 && ob_tensor_quantize(to, a, dst, ne0, n_rows) == 0 &&
+             ob_tensor_dequantize(to, dst, b, ne0, n_rows) == 0 && memcmp(a, b, n * sizeof(float)) == 0;
+    free(a);
+    free(b);
+    if (!ok) {
+        free(dst);
+        return NULL;
+    }
+    *size = bytes;
+    return dst;
+}
+
 int ob_tensor_dequantize(int type, const void *src, float *dst, int64_t ne0, int64_t n_rows) {
     const ob_type_traits *t = ob_type_get(type);
     if (!t || !t->to_float || ob_type_row_size(type, ne0) == 0 || n_rows < 1) return -1;

@@ -35,6 +35,13 @@ int ob_tensor_dequantize(int type, const void *src, float *dst, int64_t ne0, int
  * 1 for every other type. data holds the whole tensor (ob_type_tensor_size bytes). */
 float ob_tensor_scale(int type, const void *data, int64_t ne0, int64_t n_rows);
 
+/* The tensor src ([n_rows][ne0] of type from) stored as type to, where that holds exactly the
+ * same values (every value of the result dequantizes to the bits of the original's; e.g. tq1_0
+ * as tq2_0: both are codes -1/0/+1 times an f16 scale a 256-element block): malloc'd bytes
+ * (*size: ob_type_tensor_size of to), or NULL where to cannot hold them exactly, either type
+ * cannot be converted, or memory runs out. */
+void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size);
+
 /* Checks what a reader must not take on trust in a tensor's data: for i2_s a finite,
  * non-negative scale and no 2-bit code 3 (bitnet.cpp writes only 0, 1, 2). 0, or -1 with a
  * message in err that starts with what is wrong (the caller prefixes the tensor name). */

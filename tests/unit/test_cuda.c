@@ -35,6 +35,7 @@
 #include "tools/tools.h"
 
 void ob_test_golden_device(const char *device); /* test_golden.c */
+void ob_test_tq1_as_tq2(const char *device, int steps); /* test_fused_engine.c */
 int ob_test_same_logits(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
                         const char *label); /* test_fused_engine.c */
 int ob_test_same_logits_mixed(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
@@ -2530,6 +2531,7 @@ OB_SUITE(cuda_golden) {
     test_glu_codes_engine();
     test_ffn_engine();
     test_ffn_tern_engine();
+    ob_test_tq1_as_tq2("cuda", 60); /* (tq1_0 weights as tq2_0: the same logits on CUDA too) */
     test_angles_engine();
     test_grouped_engine();
 }

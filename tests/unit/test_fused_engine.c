@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model.h"
+#include "format/quant.h"
 #include "onebit.h"
 #include "test.h"
 #include "tools/tools.h"
@@ -155,6 +157,49 @@ int ob_test_same_logits_mixed(const char *dir, const char *type, const char *dev
     return same_logits(decode_mixed, dir, type, device, env, val, steps, label);
 }
 
+/* tests/golden/<dir> converted to type at out (under the scratch directory, named by label) */
+static void convert_golden(const char *dir, const char *type, const char *label, char *out, size_t cap) {
+    char src[128];
+    snprintf(src, sizeof src, "tests/golden/%s", dir);
+    snprintf(out, cap, "%s/%s-%s-%s.gguf", ob_test_tmpdir(), label, dir, type);
+    char *argv[] = {"convert", src, "-o", out, "--type", (char *)type, NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+}
+
+/* The type a model's first projection has in memory, loaded on device with env set to val. */
+static int wq_type(const char *path, const char *device, const char *env, const char *val) {
+    ob_model_t *m = NULL;
+    int nv = 0;
+    ob_ctx_t *c = ob_test_open(path, device, env, val, 16, 1, 1, &m, &nv);
+    const int t = c ? m->layers[0].wq.type : -1;
+    if (c) ob_ctx_free(c);
+    if (m) ob_model_free(m);
+    return t;
+}
+
+/* OB_BACKEND_TQ1_AS_TQ2=1 (backend.c, weight_as): tq1_0 weights taken as tq2_0 at load, the same
+ * values, so the golden BitNet as tq1_0 decodes on device to its tq2_0 file's logits bit for bit
+ * (steps decoded), and its weights are tq2_0 in memory (tq1_0 without it). Shared with
+ * test_cuda.c. */
+void ob_test_tq1_as_tq2(const char *device, int steps) {
+    char p1[256], p2[256];
+    convert_golden("bitnet", "tq1_0", "tq1-as-tq2", p1, sizeof p1);
+    convert_golden("bitnet", "tq2_0", "tq1-as-tq2", p2, sizeof p2);
+    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL), OB_TYPE_TQ1_0);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1"), OB_TYPE_TQ2_0);
+    int nv1 = 0, nv2 = 0, same = 0;
+    float *a = ob_test_decode_two(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", steps, &nv1),
+          *b = ob_test_decode_two(p2, device, NULL, NULL, steps, &nv2);
+    if (a && b && nv1 == nv2) same = memcmp(a, b, (size_t)2 * (steps + 1) * nv1 * sizeof(float)) == 0;
+    if (!same || ob_test_verbose)
+        fprintf(stderr, "  tq1_0 as tq2_0, bitnet on %s: %s\n", device, same ? "the tq2_0 file's logits" : "logits differ");
+    CHECK(same);
+    free(a);
+    free(b);
+    remove(p1);
+    remove(p2);
+}
+
 OB_SUITE(engine_fused) {
     static const struct { const char *dir, *type; } models[] = {{"llama", "q8_0"}, {"qwen3", "f32"}, {"bitnet", "tq2_0"}};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
@@ -162,4 +207,5 @@ OB_SUITE(engine_fused) {
     /* steps of two tokens of distinct sequences (rope_attention) and of one sequence, alternating */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits_mixed(models[i].dir, models[i].type, "cpu", "OB_BACKEND_FUSED", "plain", 12, "fused-engine-mixed"));
+    ob_test_tq1_as_tq2("cpu", 12);
 }

@@ -26,9 +26,11 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "format/quant.h"
 #include "format/quant_search.h"
+#include "format/quant_tensor.h"
 #include "quant_gen.h"
 #include "test.h"
 
@@ -339,6 +341,42 @@ static void test_extremes(void) {
     free(q);
 }
 
+/* ob_tensor_convert: tq1_0 as tq2_0 and back hold the same values (both are codes -1/0/+1
+ * times an f16 scale a 256-element block), so the converted tensor dequantizes to the same bits;
+ * q8_0 as q4_0 does not, so it is refused (NULL); an unreadable type likewise. */
+static void test_convert(void) {
+    const int64_t ne0 = 512, rows = 6, n = ne0 * rows;
+    float *x = malloc((size_t)n * sizeof *x), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    gen_weights(x, rows, ne0, 11);
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.3f ? 0.7f * (float)(1 + i / 256) : x[i] < -0.3f ? -0.7f * (float)(1 + i / 256) : 0.0f;
+    for (int i = 0; i < 256; i++) x[512 + i] = 0.0f; /* (a block of zeros) */
+    uint8_t *t1 = malloc(ob_type_tensor_size(OB_TYPE_TQ1_0, ne0, rows));
+    CHECK(ob_tensor_quantize(OB_TYPE_TQ1_0, x, t1, ne0, rows) == 0);
+    CHECK(ob_tensor_dequantize(OB_TYPE_TQ1_0, t1, a, ne0, rows) == 0);
+    size_t sz = 0;
+    uint8_t *t2 = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, t1, ne0, rows, &sz);
+    CHECK(t2 != NULL);
+    CHECK(sz == ob_type_tensor_size(OB_TYPE_TQ2_0, ne0, rows));
+    if (t2) {
+        CHECK(ob_tensor_dequantize(OB_TYPE_TQ2_0, t2, b, ne0, rows) == 0);
+        CHECK(memcmp(a, b, (size_t)n * sizeof *a) == 0);
+        uint8_t *back = ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, t2, ne0, rows, &sz);
+        CHECK(back != NULL && memcmp(back, t1, ob_type_tensor_size(OB_TYPE_TQ1_0, ne0, rows)) == 0);
+        free(back);
+    }
+    gen_weights(x, rows, ne0, 12);
+    uint8_t *q8 = malloc(ob_type_tensor_size(OB_TYPE_Q8_0, ne0, rows));
+    CHECK(ob_tensor_quantize(OB_TYPE_Q8_0, x, q8, ne0, rows) == 0);
+    CHECK(ob_tensor_convert(OB_TYPE_Q8_0, OB_TYPE_Q4_0, q8, ne0, rows, &sz) == NULL);
+    CHECK(ob_tensor_convert(OB_TYPE_Q8_0, 999, q8, ne0, rows, &sz) == NULL);
+    free(x);
+    free(a);
+    free(b);
+    free(t1);
+    free(t2);
+    free(q8);
+}
+
 OB_SUITE(quant_more) {
     test_dequant_identity();
     test_rtn_identity();
@@ -347,4 +385,5 @@ OB_SUITE(quant_more) {
     test_k_blocks();
     test_round_trips();
     test_extremes();
+    test_convert();
 }
