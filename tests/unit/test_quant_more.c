@@ -343,7 +343,7 @@ static void test_extremes(void) {
 
 /* ob_tensor_convert: tq1_0 as tq2_0 and back hold the same values (both are codes -1/0/+1
  * times an f16 scale a 256-element block), so the converted tensor dequantizes to the same bits;
- * q8_0 as q4_0 does not, so it is refused (NULL); an unreadable type likewise. */
+ * q8_0 as q4_0 does not, so it is refused (NULL); an unreadable type and i2_s (its tail) likewise. */
 static void test_convert(void) {
     const int64_t ne0 = 512, rows = 6, n = ne0 * rows;
     float *x = malloc((size_t)n * sizeof *x), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
@@ -369,6 +369,7 @@ static void test_convert(void) {
     CHECK(ob_tensor_quantize(OB_TYPE_Q8_0, x, q8, ne0, rows) == 0);
     CHECK(ob_tensor_convert(OB_TYPE_Q8_0, OB_TYPE_Q4_0, q8, ne0, rows, &sz) == NULL);
     CHECK(ob_tensor_convert(OB_TYPE_Q8_0, 999, q8, ne0, rows, &sz) == NULL);
+    CHECK(ob_tensor_convert(OB_TYPE_I2_S, OB_TYPE_TQ2_0, q8, ne0, rows, &sz) == NULL); /* (a tensor tail: not row by row) */
     free(x);
     free(a);
     free(b);
