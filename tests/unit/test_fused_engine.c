@@ -123,15 +123,21 @@ static float *decode_mixed(const char *path, const char *device, const char *env
     return out;
 }
 
+/* tests/golden/<dir> converted to type at out (under the scratch directory, named by label) */
+static void convert_golden(const char *dir, const char *type, const char *label, char *out, size_t cap) {
+    char src[128];
+    snprintf(src, sizeof src, "tests/golden/%s", dir);
+    snprintf(out, cap, "%s/%s-%s-%s.gguf", ob_test_tmpdir(), label, dir, type);
+    char *argv[] = {"convert", src, "-o", out, "--type", (char *)type, NULL};
+    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+}
+
 typedef float *(*decode_fn)(const char *path, const char *device, const char *env, const char *val, int steps, int *n_vocab);
 
 static int same_logits(decode_fn decode, const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
                        const char *label) {
-    char src[128], out[256];
-    snprintf(src, sizeof src, "tests/golden/%s", dir);
-    snprintf(out, sizeof out, "%s/%s-%s.gguf", ob_test_tmpdir(), label, dir);
-    char *argv[] = {"convert", src, "-o", out, "--type", (char *)type, NULL};
-    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
+    char out[256];
+    convert_golden(dir, type, label, out, sizeof out);
     int nv0 = 0, nv1 = 0, same = 0;
     float *a = decode(out, device, NULL, NULL, steps, &nv0), *b = decode(out, device, env, val, steps, &nv1);
     if (a && b && nv0 == nv1) same = memcmp(a, b, (size_t)2 * (steps + 1) * nv0 * sizeof(float)) == 0;
@@ -155,15 +161,6 @@ int ob_test_same_logits(const char *dir, const char *type, const char *device, c
 int ob_test_same_logits_mixed(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
                               const char *label) {
     return same_logits(decode_mixed, dir, type, device, env, val, steps, label);
-}
-
-/* tests/golden/<dir> converted to type at out (under the scratch directory, named by label) */
-static void convert_golden(const char *dir, const char *type, const char *label, char *out, size_t cap) {
-    char src[128];
-    snprintf(src, sizeof src, "tests/golden/%s", dir);
-    snprintf(out, cap, "%s/%s-%s-%s.gguf", ob_test_tmpdir(), label, dir, type);
-    char *argv[] = {"convert", src, "-o", out, "--type", (char *)type, NULL};
-    CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
 }
 
 /* The type a model's first projection has in memory, loaded on device with env set to val. */
