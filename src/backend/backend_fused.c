@@ -56,15 +56,19 @@ static void f_rmsnorm_act_quant(ob_backend *b, const float *x, const float *w, f
     b->act_quant_i8(b, y, n, dim);
 }
 
+/* rmsnorm, then with aq act_quant_i8 (the engine's norm_act_quant) */
+static void norm_aq(ob_backend *b, const float *x, const float *w, float *y, int n, int dim, float eps, int aq) {
+    if (aq) b->rmsnorm_act_quant(b, x, w, y, n, dim, eps);
+    else b->rmsnorm(b, x, w, y, n, dim, eps);
+}
+
 static int f_ffn_decode(ob_backend *b, ob_act act, const float *w, float eps, const ob_weight *g, const ob_weight *u,
                         const ob_weight *d, const float *sw, int aq, float *x, float *h, float *gate, float *up, int n) {
-    if (aq) b->rmsnorm_act_quant(b, x, w, h, n, (int)g->n_in, eps);
-    else b->rmsnorm(b, x, w, h, n, (int)g->n_in, eps);
+    norm_aq(b, x, w, h, n, (int)g->n_in, eps, aq);
     b->matmul_glu(b, act, g, u, h, gate, up, n, sw || aq ? NULL : d);
     const float *in = gate;
     if (sw) {
-        if (aq) b->rmsnorm_act_quant(b, gate, sw, up, n, (int)g->n_out, eps);
-        else b->rmsnorm(b, gate, sw, up, n, (int)g->n_out, eps);
+        norm_aq(b, gate, sw, up, n, (int)g->n_out, eps, aq);
         in = up;
     } else if (aq) {
         b->act_quant_i8(b, gate, n, (int)g->n_out);
