@@ -1,8 +1,8 @@
 /* backend.c — picks a backend by device name: the one place device dispatch happens.
  * OB_BACKEND_FUSED=plain gives the CPU backend the fused entries composed from its plain ops
  * (backend_fused.c), for tests of the engine's fused call sites. OB_BACKEND_TQ1_AS_TQ2=1 has any
- * backend take tq1_0 weights as tq2_0 (weight_as: the same values, converted at load; the CUDA
- * decoders of tq2_0 are cheaper, docs/cuda.md: not yet measured, so not a default). */
+ * backend take tq1_0 weights as tq2_0 (weight_as: the same values, converted at load), =0 none:
+ * CUDA's default is to take them so (its tq2_0 decoders are cheaper, docs/cuda.md), the CPU's not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +28,7 @@ ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
     ob_backend *b = by_name(name, err, errlen);
     const char *t = getenv("OB_BACKEND_TQ1_AS_TQ2");
     if (b && t && !strcmp(t, "1") && !b->weight_as) b->weight_as = tq1_as_tq2;
+    if (b && t && !strcmp(t, "0")) b->weight_as = NULL;
     return b;
 }
 

@@ -109,7 +109,11 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     }
     w->data = m->be->upload_weight ? m->be->upload_weight(m->be, data, size, type, n_in, n_out) : m->be->upload(m->be, data, size);
     if (!w->data) {
+        const int converted = conv != NULL;
         free(conv);
+        if (converted)
+            return ERR("model: tensor '%s': could not place %zu bytes on the %s device (its %s taken as %s; "
+                       "OB_BACKEND_TQ1_AS_TQ2=0 keeps tq1_0)", t->name, size, m->be->name, ob_type_name(t->type), ob_type_name(type));
         return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, size, m->be->name);
     }
     w->type = type;

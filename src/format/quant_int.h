@@ -48,6 +48,9 @@ static inline int ob_round_int(float v) {
  * non-uniform grid, denser near zero where most weights are. GGUF fixes these numbers. */
 extern const int8_t ob_iq4nl_grid[16];
 
+/* tq1_0 blocks as tq2_0 blocks of the very same values (quant_ref.c; n a multiple of 256). */
+void ob_tq1_0_as_tq2_0(const void *src, void *dst, int64_t n);
+
 /* Weighted quantizers (imp: one importance value per element, or NULL for plain squared
  * error), defined in quant_ref_legacy.c and quant_ref_k.c; ob_quantize_rows dispatches. */
 void ob_quant_q4_0_w(const float *src, void *dst, int64_t n, const float *imp);

@@ -25,6 +25,7 @@
  *    the scale the way it does there.
  */
 #include "format/quant.h"
+#include "format/quant_int.h"
 
 #include <assert.h>
 #include <math.h>
@@ -236,13 +237,15 @@ static void tq1_0_pack_span(const float *x, float id, uint8_t *out, int nbytes, 
     }
 }
 
+static inline void tq1_0_trits(const uint8_t *in, uint8_t *t, int nbytes, int ntrits) {
+    for (int k = 0; k < ntrits; k++) /* t: trit k of byte m at [k * nbytes + m]; constant bounds once inlined */
+        for (int m = 0; m < nbytes; m++) t[k * nbytes + m] = (uint8_t)(((uint8_t)(in[m] * pow3[k]) * 3) >> 8);
+}
+
 static void tq1_0_unpack_span(const uint8_t *in, float d, float *y, int nbytes, int ntrits) {
-    for (int k = 0; k < ntrits; k++)
-        for (int m = 0; m < nbytes; m++) {
-            uint8_t q = (uint8_t)(in[m] * pow3[k]); /* mod 256: drops the k leading trits */
-            int t = (q * 3) >> 8;
-            y[k * nbytes + m] = (float)(t - 1) * d;
-        }
+    uint8_t t[160];
+    tq1_0_trits(in, t, nbytes, ntrits);
+    for (int i = 0; i < nbytes * ntrits; i++) y[i] = (float)(t[i] - 1) * d;
 }
 
 void ob_dequant_tq1_0(const void *src, float *dst, int64_t n) {
@@ -279,6 +282,29 @@ typedef struct {
     uint8_t d[2];            /* fp16 scale, last in the block */
 } tq2_0_block;               /* 66 bytes */
 _Static_assert(sizeof(tq2_0_block) == 66, "tq2_0 block must be 66 bytes, as in GGUF");
+
+/* tq1_0 blocks rewritten as tq2_0 blocks of the same values: each trit becomes the 2-bit field
+ * holding it, the f16 scale is copied. Both decoders compute (t - 1) * d from the same t and d,
+ * so the result dequantizes to the very bits of the original, whatever bytes the file holds
+ * (every tq1_0 byte decodes to trits 0..2). A few byte operations a weight, where dequantizing
+ * and quantizing again costs a division and a search (ob_tensor_convert). */
+void ob_tq1_0_as_tq2_0(const void *src, void *dst, int64_t n) {
+    assert(n % OB_QK_K == 0);
+    const tq1_0_block *b = src;
+    tq2_0_block *o = dst;
+    for (int64_t ib = 0; ib < n / OB_QK_K; ib++, b++, o++) {
+        uint8_t t[OB_QK_K]; /* element e's trit, in tq1_0's order (see its spans above) */
+        tq1_0_trits(b->qs, t, 32, 5);
+        tq1_0_trits(b->qs + 32, t + 160, 16, 5);
+        tq1_0_trits(b->qh, t + 240, 4, 4);
+        for (int half = 0; half < 2; half++)
+            for (int m = 0; m < 32; m++) {
+                const uint8_t *x = t + half * 128 + m;
+                o->qs[half * 32 + m] = (uint8_t)(x[0] | x[32] << 2 | x[64] << 4 | x[96] << 6);
+            }
+        memcpy(o->d, b->d, 2);
+    }
+}
 
 void ob_dequant_tq2_0(const void *src, float *dst, int64_t n) {
     assert(n % OB_QK_K == 0);

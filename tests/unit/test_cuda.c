@@ -35,7 +35,9 @@
 #include "tools/tools.h"
 
 void ob_test_golden_device(const char *device); /* test_golden.c */
-void ob_test_tq1_as_tq2(const char *device, int steps); /* test_fused_engine.c */
+void ob_test_tq1_as_tq2(const char *device, int steps, int dflt); /* test_fused_engine.c */
+void ob_test_golden_case(const char *arch, const char *type, const char *device, const char *env,
+                         const char *val); /* test_golden.c */
 int ob_test_same_logits(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
                         const char *label); /* test_fused_engine.c */
 int ob_test_same_logits_mixed(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
@@ -2413,6 +2415,7 @@ static void test_ffn_tern_engine(void) {
     static const char *const types[2] = {"tq2_0", "tq1_0"};
     for (int i = 0; i < 2; i++) {
         char out[256];
+        if (i == 1) setenv("OB_BACKEND_TQ1_AS_TQ2", "0", 1); /* (tq1_0's own form, not tq2_0's) */
         snprintf(out, sizeof out, "%s/cuda-ffn-%s.gguf", ob_test_tmpdir(), types[i]);
         char *argv[] = {"convert", "--random", "tests/configs/bitnet-wide.json", "-o", out, "--type", (char *)types[i], NULL};
         CHECK_EQ_INT(ob_cmd_convert(7, argv), 0);
@@ -2438,6 +2441,7 @@ static void test_ffn_tern_engine(void) {
         free(b);
         free(c);
         remove(out);
+        unsetenv("OB_BACKEND_TQ1_AS_TQ2");
     }
 }
 
@@ -2529,7 +2533,8 @@ OB_SUITE(cuda_golden) {
     test_glu_codes_engine();
     test_ffn_engine();
     test_ffn_tern_engine();
-    ob_test_tq1_as_tq2("cuda", 60); /* (tq1_0 weights as tq2_0: the same logits on CUDA too) */
+    ob_test_tq1_as_tq2("cuda", 60, OB_TYPE_TQ2_0); /* (tq1_0 weights as tq2_0 by default: the same logits) */
+    ob_test_golden_case("bitnet", "tq1_0", "cuda", "OB_BACKEND_TQ1_AS_TQ2", "0"); /* (and in their own type) */
     test_angles_engine();
     test_grouped_engine();
 }

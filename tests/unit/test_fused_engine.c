@@ -176,13 +176,14 @@ static int wq_type(const char *path, const char *device, const char *env, const 
 
 /* OB_BACKEND_TQ1_AS_TQ2=1 (backend.c, weight_as): tq1_0 weights taken as tq2_0 at load, the same
  * values, so the golden BitNet as tq1_0 decodes on device to its tq2_0 file's logits bit for bit
- * (steps decoded), and its weights are tq2_0 in memory (tq1_0 without it). Shared with
- * test_cuda.c. */
-void ob_test_tq1_as_tq2(const char *device, int steps) {
+ * (steps decoded), and its weights are tq2_0 in memory (tq1_0 with =0; the device's default
+ * type dflt without it). Shared with test_cuda.c. */
+void ob_test_tq1_as_tq2(const char *device, int steps, int dflt) {
     char p1[256], p2[256];
     convert_golden("bitnet", "tq1_0", "tq1-as-tq2", p1, sizeof p1);
     convert_golden("bitnet", "tq2_0", "tq1-as-tq2", p2, sizeof p2);
-    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL), OB_TYPE_TQ1_0);
+    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL), dflt);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "0"), OB_TYPE_TQ1_0);
     CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1"), OB_TYPE_TQ2_0);
     int nv1 = 0, nv2 = 0, same = 0;
     float *a = ob_test_decode_two(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", steps, &nv1),
@@ -204,5 +205,5 @@ OB_SUITE(engine_fused) {
     /* steps of two tokens of distinct sequences (rope_attention) and of one sequence, alternating */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits_mixed(models[i].dir, models[i].type, "cpu", "OB_BACKEND_FUSED", "plain", 12, "fused-engine-mixed"));
-    ob_test_tq1_as_tq2("cpu", 12);
+    ob_test_tq1_as_tq2("cpu", 12, OB_TYPE_TQ1_0);
 }

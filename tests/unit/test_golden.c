@@ -179,6 +179,19 @@ void ob_test_golden_device(const char *device) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], device);
 }
 
+/* The case of arch as type on device, with env set to val (NULL: none), e.g. a backend's weights
+ * in their file's type where it would rather convert them (test_cuda.c). */
+void ob_test_golden_case(const char *arch, const char *type, const char *device, const char *env, const char *val);
+void ob_test_golden_case(const char *arch, const char *type, const char *device, const char *env, const char *val) {
+    size_t i = 0;
+    while (i < sizeof cases / sizeof cases[0] && (strcmp(cases[i].arch, arch) || strcmp(cases[i].type, type))) i++;
+    CHECK(i < sizeof cases / sizeof cases[0]);
+    if (i == sizeof cases / sizeof cases[0]) return;
+    if (env) setenv(env, val, 1);
+    run_case(&cases[i], device);
+    if (env) unsetenv(env);
+}
+
 OB_SUITE(golden) { ob_test_golden_device("cpu"); }
 
 /* BitNet's int8 activation codes against transformers' (tests/golden/bitnet/aq_codes.i8).

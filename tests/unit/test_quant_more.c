@@ -364,6 +364,16 @@ static void test_convert(void) {
         CHECK(back != NULL && memcmp(back, t1, ob_type_tensor_size(OB_TYPE_TQ1_0, ne0, rows)) == 0);
         free(back);
     }
+    /* the direct rewrite keeps the values of any bytes at all (here random ones, finite scales) */
+    const size_t b1 = ob_type_tensor_size(OB_TYPE_TQ1_0, ne0, rows);
+    uint32_t seed = 7;
+    for (size_t i = 0; i < b1; i++) t1[i] = (uint8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
+    for (int64_t blk = 0; blk < n / 256; blk++) t1[blk * 54 + 53] &= 0x3b; /* (f16 exponent below 31) */
+    CHECK(ob_tensor_dequantize(OB_TYPE_TQ1_0, t1, a, ne0, rows) == 0);
+    free(t2);
+    t2 = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, t1, ne0, rows, &sz);
+    CHECK(t2 != NULL && ob_tensor_dequantize(OB_TYPE_TQ2_0, t2, b, ne0, rows) == 0 &&
+          memcmp(a, b, (size_t)n * sizeof *a) == 0);
     gen_weights(x, rows, ne0, 12);
     uint8_t *q8 = malloc(ob_type_tensor_size(OB_TYPE_Q8_0, ne0, rows));
     CHECK(ob_tensor_quantize(OB_TYPE_Q8_0, x, q8, ne0, rows) == 0);
