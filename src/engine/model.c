@@ -281,12 +281,23 @@ int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *e
 }
 
 /* A device with its own memory (not the CPU, whose weights stay memory-mapped) must hold every
- * tensor of the file: refuse before uploading anything, naming both sizes. The KV cache and
- * scratch come later (ob_ctx_new says so if they do not fit). */
+ * tensor of the file, in the type the backend takes it as (weight_as: load_weight converts):
+ * refuse before uploading anything, naming both sizes. The KV cache and scratch come later
+ * (ob_ctx_new says so if they do not fit). */
+size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be) {
+    size_t need = 0;
+    for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
+        const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+        const int to = be->weight_as ? be->weight_as(be, t->type) : t->type;
+        const size_t as = to != t->type && t->n_dims == 2 ? ob_type_tensor_size(to, t->ne[0], t->ne[1]) : 0;
+        need += as ? as : t->size;
+    }
+    return need;
+}
+
 static int check_device_memory(ob_model_t *m, const char *path, char *err, size_t errlen) {
     if (m->be->host) return 0;
-    size_t need = 0, fr = 0, tot = 0;
-    for (int64_t i = 0; i < ob_gguf_n_tensors(m->gguf); i++) need += ob_gguf_tensor_at(m->gguf, i)->size;
+    size_t need = ob_model_weight_bytes(m->gguf, m->be), fr = 0, tot = 0;
     if (m->be->mem_info(m->be, &fr, &tot) != 0) return 0;
     if (need + ((size_t)256 << 20) > fr)
         return ERR("model '%s': its weights need %.2f GiB of %s memory but only %.2f GiB of %.2f GiB is free; "

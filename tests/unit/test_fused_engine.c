@@ -163,12 +163,14 @@ int ob_test_same_logits_mixed(const char *dir, const char *type, const char *dev
     return same_logits(decode_mixed, dir, type, device, env, val, steps, label);
 }
 
-/* The type a model's first projection has in memory, loaded on device with env set to val. */
-static int wq_type(const char *path, const char *device, const char *env, const char *val) {
+/* The type a model's first projection has in memory, loaded on device with env set to val, and
+ * the bytes its backend holds for the file's tensors (*bytes: ob_model_weight_bytes). */
+static int wq_type(const char *path, const char *device, const char *env, const char *val, size_t *bytes) {
     ob_model_t *m = NULL;
     int nv = 0;
     ob_ctx_t *c = ob_test_open(path, device, env, val, 16, 1, 1, &m, &nv);
     const int t = c ? m->layers[0].wq.type : -1;
+    *bytes = c ? ob_model_weight_bytes(m->gguf, m->be) : 0;
     if (c) ob_ctx_free(c);
     if (m) ob_model_free(m);
     return t;
@@ -182,9 +184,13 @@ void ob_test_tq1_as_tq2(const char *device, int steps, int dflt) {
     char p1[256], p2[256];
     convert_golden("bitnet", "tq1_0", "tq1-as-tq2", p1, sizeof p1);
     convert_golden("bitnet", "tq2_0", "tq1-as-tq2", p2, sizeof p2);
-    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL), dflt);
-    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "0"), OB_TYPE_TQ1_0);
-    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1"), OB_TYPE_TQ2_0);
+    size_t b1 = 0, b1as2 = 0, b2 = 0, bd = 0;
+    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL, &bd), dflt);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "0", &b1), OB_TYPE_TQ1_0);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", &b1as2), OB_TYPE_TQ2_0);
+    CHECK_EQ_INT(wq_type(p2, device, "OB_BACKEND_TQ1_AS_TQ2", "0", &b2), OB_TYPE_TQ2_0);
+    /* (what a device must hold: the tq2_0 file's bytes once converted, the tq1_0 file's without) */
+    CHECK(b1 > 0 && b1 < b2 && b1as2 == b2 && bd == (dflt == OB_TYPE_TQ2_0 ? b2 : b1));
     int nv1 = 0, nv2 = 0, same = 0;
     float *a = ob_test_decode_two(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", steps, &nv1),
           *b = ob_test_decode_two(p2, device, NULL, NULL, steps, &nv2);
