@@ -280,10 +280,6 @@ int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *e
     return 0;
 }
 
-/* A device with its own memory (not the CPU, whose weights stay memory-mapped) must hold every
- * tensor of the file, in the type the backend takes it as (weight_as: load_weight converts):
- * refuse before uploading anything, naming both sizes. The KV cache and scratch come later
- * (ob_ctx_new says so if they do not fit). */
 size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be) {
     size_t need = 0;
     for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
@@ -295,6 +291,10 @@ size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be) {
     return need;
 }
 
+/* A device with its own memory (not the CPU, whose weights stay memory-mapped) must hold every
+ * tensor of the file, in the type the backend takes it as (weight_as: load_weight converts):
+ * refuse before uploading anything, naming both sizes. The KV cache and scratch come later
+ * (ob_ctx_new says so if they do not fit). */
 static int check_device_memory(ob_model_t *m, const char *path, char *err, size_t errlen) {
     if (m->be->host) return 0;
     size_t need = ob_model_weight_bytes(m->gguf, m->be), fr = 0, tot = 0;
