@@ -52,7 +52,7 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
     uint8_t *wq = (uint8_t *)calloc(1, bytes + 16); /* the decoders may read 4 bytes past a row */
     const size_t sp = (bytes + 32 + 15) & ~(size_t)15; /* copies 16-byte aligned apart (calloc: 16-aligned) */
     uint8_t *wq2 = (uint8_t *)calloc(1, 3 * sp); /* the rows again, 2, 4 and 8 bytes past alignment */
-    uint8_t *wm[3] = {wq2 + 2, wq2 + sp + 4, wq2 + 2 * sp + 8};
+    uint8_t *wm[3] = {wq2 + 2, wq2 + sp + 4, wq2 + 2 * sp + 8}, *file = (uint8_t *)malloc(bytes); /* (the file's rows) */
     const int nsb = (int)(n_in / 32);
     int8_t *c = (int8_t *)malloc((size_t)n_in);
     float2 *xs = (float2 *)malloc(sizeof(float2) * nsb);
@@ -66,9 +66,13 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
         worst = -1;
         goto done;
     }
-    memcpy(wm[0], wq, bytes);
-    if (cu_packed_type(T)) cu_pack_rows(T, wm[0], wq, n_in, n_rows); /* the layout uploads have, from the copy */
-    for (int o = 0; o < 3; o++) memcpy(wm[o], wq, bytes);
+    if (cu_packed_type(T)) { /* the layout uploads have, each copy packed where it lies (OB_CUDA_TQ2_ALIGN's depends on it) */
+        memcpy(file, wq, bytes);
+        cu_pack_rows(T, file, wq, n_in, n_rows);
+        for (int o = 0; o < 3; o++) cu_pack_rows(T, file, wm[o], n_in, n_rows);
+    } else {
+        for (int o = 0; o < 3; o++) memcpy(wm[o], wq, bytes);
+    }
     if (T == OB_TYPE_LEAN4) /* rows are stored rotated: the decoder gives the rotated values */
         for (int64_t b0 = 0; b0 < n_in * n_rows; b0 += 128) rotate128(wd + b0);
     {
@@ -120,6 +124,7 @@ template <int T> static double check_type(int64_t n_in, int n_rows) {
         }
     }
 done:
+    free(file);
     free(wq2);
     free(wf);
     free(wd);
@@ -141,6 +146,7 @@ extern "C" int ob_cuda_q8_selftest(char *report, size_t cap) {
         {check_type<OB_TYPE_Q4_K>, "q4_K", 512},  {check_type<OB_TYPE_Q5_K>, "q5_K", 512},    {check_type<OB_TYPE_Q6_K>, "q6_K", 512},
         {check_type<OB_TYPE_IQ4_XS>, "iq4_xs", 512}, {check_type<OB_TYPE_TQ1_0>, "tq1_0", 512}, {check_type<OB_TYPE_TQ2_0>, "tq2_0", 512},
         {check_type<OB_TYPE_I2_S>, "i2_s", 512},  {check_type<OB_TYPE_LEAN4>, "lean4", 512},
+        {check_type<OB_TYPE_TQ2_0>, "tq2_0", 2560}, /* (BitNet's rows: 660 bytes, room for OB_CUDA_TQ2_ALIGN's lead) */
     };
     int bad = 0;
     size_t at = 0;

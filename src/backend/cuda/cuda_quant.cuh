@@ -255,12 +255,32 @@ __host__ __device__ constexpr cu_parts cu_parts_of(int type) {
          : type == OB_TYPE_TQ2_0 ? cu_parts{66, 0, 64, 0, 0, 64}
                                 : cu_parts{210, 0, 192, 192, 16, 208};
 }
+/* Build option, not the default (docs/cuda.md, item 5: BitNet's tq2_0 rows of 660 and 1782 bytes
+ * are 16-byte aligned one row in four and one in eight, so most of their lanes load their codes a
+ * word or a byte pair at a time, where i2_s's 640- and 1728-byte rows take 16-byte loads): a
+ * packed tq2_0 row's codes start at the row's first 16-byte boundary, the o bytes before it (o
+ * even, at most the row's 2 nb bytes of d's, else 0) holding its first o / 2 d's, the others after
+ * the codes. The layout then depends on where the row lies mod 16: it is packed at an address of
+ * the alignment its readers see (uploads: malloc'd and cudaMalloc'd bases, both 16-byte aligned),
+ * and staging copies keep that alignment (gv_stage, the feed-forward kernel's bulk copies). */
+#ifndef OB_CUDA_TQ2_ALIGN
+#define OB_CUDA_TQ2_ALIGN 0
+#endif
+/* The bytes of d's before a packed tq2_0 row's codes, for a row at address a of nb blocks. */
+__host__ __device__ __forceinline__ int cu_tq2_lead(uintptr_t a, int nb) {
+    const int o = (int)((0u - (unsigned)a) & 15u);
+    return OB_CUDA_TQ2_ALIGN && (o & 1) == 0 && o <= 2 * nb ? o : 0;
+}
 /* Block k's parts in a packed row of nb blocks. */
 struct cu_pk {
     const uint8_t *codes, *scales, *d; /* scales: q6_K only */
 };
 template <int T> __host__ __device__ __forceinline__ cu_pk cu_pk_at(const uint8_t *row, int nb, int k) {
     constexpr cu_parts P = cu_parts_of(T);
+    if constexpr (T == OB_TYPE_TQ2_0 && OB_CUDA_TQ2_ALIGN) {
+        const int o = cu_tq2_lead((uintptr_t)row, nb);
+        return {row + o + P.c_len * k, row, 2 * k < o ? row + 2 * k : row + P.c_len * nb + 2 * k};
+    }
     return {row + P.c_len * k, row + P.c_len * nb + P.s_len * k, row + (P.c_len + P.s_len) * nb + 2 * k};
 }
 
@@ -278,6 +298,12 @@ static inline void cu_pack_rows(int type, const uint8_t *src, uint8_t *dst, int6
         uint8_t *row = dst + (size_t)r * rb;
         for (size_t k = 0; k < nb; k++) {
             const uint8_t *b = s + k * (size_t)P.bytes;
+            if (type == OB_TYPE_TQ2_0 && OB_CUDA_TQ2_ALIGN) { /* (where cu_pk_at reads them: row's own address) */
+                const cu_pk p = cu_pk_at<OB_TYPE_TQ2_0>(row, (int)nb, (int)k);
+                memcpy((uint8_t *)p.codes, b + P.c_off, (size_t)P.c_len);
+                memcpy((uint8_t *)p.d, b + P.d_off, 2);
+                continue;
+            }
             memcpy(row + P.c_len * k, b + P.c_off, (size_t)P.c_len);
             if (P.s_len) memcpy(row + P.c_len * nb + P.s_len * k, b + P.s_off, (size_t)P.s_len);
             memcpy(row + (P.c_len + P.s_len) * nb + 2 * k, b + P.d_off, 2);
