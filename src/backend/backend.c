@@ -17,7 +17,7 @@ static ob_backend *cpu_new(void) {
     return b;
 }
 
-static int tq1_as_tq2(ob_backend *b, int type) {
+int ob_backend_tq1_as_tq2(ob_backend *b, int type) {
     (void)b;
     return type == OB_TYPE_TQ1_0 ? OB_TYPE_TQ2_0 : type;
 }
@@ -27,7 +27,7 @@ static ob_backend *by_name(const char *name, char *err, size_t errlen);
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
     ob_backend *b = by_name(name, err, errlen);
     const char *t = getenv("OB_BACKEND_TQ1_AS_TQ2");
-    if (b && t && !strcmp(t, "1") && !b->weight_as) b->weight_as = tq1_as_tq2;
+    if (b && t && !strcmp(t, "1") && !b->weight_as) b->weight_as = ob_backend_tq1_as_tq2;
     if (b && t && !strcmp(t, "0")) b->weight_as = NULL;
     return b;
 }

@@ -239,6 +239,10 @@ int ob_cuda_ffn_mode(const ob_backend *b);
 #endif
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);
+
+/* A weight_as that takes tq1_0 weights as tq2_0 (the same values; backend.c): the CUDA backend's
+ * default, any backend's with OB_BACKEND_TQ1_AS_TQ2=1. */
+int ob_backend_tq1_as_tq2(ob_backend *b, int type);
 /* name: "cpu", "cuda", or "auto" (cuda when this build has it and a usable GPU is present). */
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen);
 

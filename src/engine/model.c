@@ -284,8 +284,8 @@ size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be) {
     size_t need = 0;
     for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
         const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
-        const int to = be->weight_as ? be->weight_as(be, t->type) : t->type;
-        const size_t as = to != t->type && t->n_dims == 2 ? ob_type_tensor_size(to, t->ne[0], t->ne[1]) : 0;
+        const int to = be->weight_as ? be->weight_as(be, t->type) : t->type; /* (as load_weight asks) */
+        const size_t as = to != t->type && t->n_dims == 2 && be->supports(be, to) ? ob_type_tensor_size(to, t->ne[0], t->ne[1]) : 0;
         need += as ? as : t->size;
     }
     return need;

@@ -112,8 +112,10 @@ void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t 
     if (!rf || !rt || !bytes || n_rows < 1) return NULL;
     if (from == OB_TYPE_TQ1_0 && to == OB_TYPE_TQ2_0) {
         uint8_t *dst = malloc(bytes);
-        if (dst) ob_tq1_0_as_tq2_0(src, dst, ne0 * n_rows);
-        if (dst) *size = bytes;
+        if (dst) {
+            ob_tq1_0_as_tq2_0(src, dst, ne0 * n_rows);
+            *size = bytes;
+        }
         return dst;
     }
     float *a = malloc((size_t)ne0 * sizeof(float)), *b = malloc((size_t)ne0 * sizeof(float));

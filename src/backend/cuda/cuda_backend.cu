@@ -433,11 +433,6 @@ static void *cu_host_dev(ob_backend *b, void *p) {
 
 static int cu_supports(ob_backend *b, int type) { return cu_matmul_supports(type); }
 
-/* tq1_0 weights are computed as tq2_0 (converted at load, exactly the same values): its decoders
- * are cheaper, and BitNet-2B's decode gains 27% for 22% more GPU memory (docs/cuda.md, run 35).
- * OB_BACKEND_TQ1_AS_TQ2=0 keeps them tq1_0 (backend.c). */
-static int cu_weight_as(ob_backend *b, int type) { return type == OB_TYPE_TQ1_0 ? OB_TYPE_TQ2_0 : type; }
-
 
 /* Profiled op: the GPU time of call under name (only computed when profiling) */
 #define PROF(s, name, bytes, call)                       \
@@ -666,7 +661,10 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->upload_weight = cu_upload_weight;
     b->download = cu_download;
     b->supports = cu_supports;
-    b->weight_as = cu_weight_as;
+    /* tq1_0 weights computed as tq2_0 (converted at load, exactly the same values): its decoders
+     * are cheaper, BitNet-2B's decode +27% for 22% more GPU memory (docs/cuda.md, run 35);
+     * OB_BACKEND_TQ1_AS_TQ2=0 keeps them tq1_0 (backend.c) */
+    b->weight_as = ob_backend_tq1_as_tq2;
     b->matmul = cu_op_matmul;
     b->get_rows = cu_op_get_rows;
     b->rmsnorm = cu_op_rmsnorm;
