@@ -1,8 +1,11 @@
 /* backend.c — picks a backend by device name: the one place device dispatch happens.
  * OB_BACKEND_FUSED=plain gives the CPU backend the fused entries composed from its plain ops
- * (backend_fused.c), for tests of the engine's fused call sites. OB_BACKEND_TQ1_AS_TQ2=1 has any
- * backend take tq1_0 weights as tq2_0 (weight_as: the same values, converted at load), =0 none:
- * CUDA's default is to take them so (its tq2_0 decoders are cheaper, docs/cuda.md), the CPU's not. */
+ * (backend_fused.c), for tests of the engine's fused call sites. Weights taken in another type of
+ * the same values (weight_as, converted at load): OB_BACKEND_TQ1_AS_TQ2=1 has any backend take
+ * tq1_0 weights as tq2_0, =0 none at all; OB_BACKEND_TQ2_AS_I2S=1 tq1_0 as tq2_0 and tq2_0 as i2_s
+ * too (where a tensor's blocks share one scale), =0 not tq2_0 as i2_s. CUDA's default is both (its
+ * tq2_0 decoders are cheaper than tq1_0's, its i2_s ones than tq2_0's: docs/cuda.md), the CPU's
+ * neither. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +25,20 @@ int ob_backend_tq1_as_tq2(ob_backend *b, int type) {
     return type == OB_TYPE_TQ1_0 ? OB_TYPE_TQ2_0 : type;
 }
 
+int ob_backend_ternary_as_i2_s(ob_backend *b, int type) {
+    return type == OB_TYPE_TQ2_0 ? OB_TYPE_I2_S : ob_backend_tq1_as_tq2(b, type);
+}
+
 static ob_backend *by_name(const char *name, char *err, size_t errlen);
 
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
     ob_backend *b = by_name(name, err, errlen);
-    const char *t = getenv("OB_BACKEND_TQ1_AS_TQ2");
-    if (b && t && !strcmp(t, "1") && !b->weight_as) b->weight_as = ob_backend_tq1_as_tq2;
-    if (b && t && !strcmp(t, "0")) b->weight_as = NULL;
+    if (!b) return b;
+    const char *t = getenv("OB_BACKEND_TQ1_AS_TQ2"), *i = getenv("OB_BACKEND_TQ2_AS_I2S");
+    if (t && !strcmp(t, "1") && !b->weight_as) b->weight_as = ob_backend_tq1_as_tq2;
+    if (t && !strcmp(t, "0")) b->weight_as = NULL;
+    if (i && !strcmp(i, "1")) b->weight_as = ob_backend_ternary_as_i2_s;
+    if (i && !strcmp(i, "0") && b->weight_as == ob_backend_ternary_as_i2_s) b->weight_as = ob_backend_tq1_as_tq2;
     return b;
 }
 

@@ -105,7 +105,8 @@ struct ob_backend {
     const void *(*upload_weight)(ob_backend *b, const void *host, size_t size, int type, int64_t n_in, int64_t n_out);
     /* Optional (NULL: every weight as stored): the type the backend would rather compute a weight
      * of this type in; the engine converts it on the host where that holds the same values exactly
-     * (ob_tensor_convert), else keeps it (OB_BACKEND_TQ1_AS_TQ2=1: tq1_0 as tq2_0, backend.c). */
+     * (ob_tensor_convert), else keeps it, and asks again for the type it converted to (at most
+     * OB_WEIGHT_AS_STEPS times; backend.c's switches: OB_BACKEND_TQ1_AS_TQ2, OB_BACKEND_TQ2_AS_I2S). */
     int (*weight_as)(ob_backend *b, int type);
     /* Copies device bytes to the host. */
     void (*download)(ob_backend *b, void *host, const void *dev, size_t size);
@@ -240,9 +241,15 @@ int ob_cuda_ffn_mode(const ob_backend *b);
 /* Fills b's empty fused entries with the plain ops they stand for (backend_fused.c; for tests). */
 void ob_backend_plain_fused(ob_backend *b);
 
-/* A weight_as that takes tq1_0 weights as tq2_0 (the same values; backend.c): the CUDA backend's
- * default, any backend's with OB_BACKEND_TQ1_AS_TQ2=1. */
+/* The most conversions load_weight makes of one weight (weight_as asked again each time). */
+#define OB_WEIGHT_AS_STEPS 4
+/* A weight_as that takes tq1_0 weights as tq2_0 (the same values; backend.c): any backend's with
+ * OB_BACKEND_TQ1_AS_TQ2=1. */
 int ob_backend_tq1_as_tq2(ob_backend *b, int type);
+/* One that also takes tq2_0 weights as i2_s (where a tensor's blocks share one scale, so the same
+ * values; load_weight applies weight_as again to the type it converted to): the CUDA backend's
+ * default, any backend's with OB_BACKEND_TQ2_AS_I2S=1. */
+int ob_backend_ternary_as_i2_s(ob_backend *b, int type);
 /* name: "cpu", "cuda", or "auto" (cuda when this build has it and a usable GPU is present). */
 ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen);
 

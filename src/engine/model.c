@@ -82,6 +82,13 @@ static const char *tname(const char *name, int layer) {
     return buf;
 }
 
+/* The type the backend would rather compute a weight of this type in (weight_as), where it can
+ * compute that type; type itself otherwise. */
+static int weight_as(ob_backend *be, int type) {
+    const int to = be->weight_as ? be->weight_as(be, type) : type;
+    return to != type && be->supports(be, to) ? to : type;
+}
+
 /* A 2-D weight of exactly [n_out][n_in]. Missing and !required: w->data stays NULL. */
 static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in, int64_t n_out, int required,
                        ob_weight *w, char *err, size_t errlen) {
@@ -97,15 +104,17 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     char why[256];
     if (ob_tensor_validate(t->type, t->data, n_in, n_out, why, sizeof why))
         return ERR("model: tensor '%s': %s", t->name, why);
-    /* the type the backend would rather compute it in, where that holds the same values */
+    /* the type the backend would rather compute it in, where that holds the same values, and
+     * again from that type (tq1_0 -> tq2_0 -> i2_s): up to the first it refuses */
     int type = t->type;
     const void *data = t->data;
     size_t size = t->size;
-    void *conv = NULL;
-    const int to = m->be->weight_as ? m->be->weight_as(m->be, type) : type;
-    if (to != type && m->be->supports(m->be, to) && (conv = ob_tensor_convert(type, to, data, n_in, n_out, &size))) {
+    void *conv = NULL, *next = NULL;
+    for (int step = 0, to; step < OB_WEIGHT_AS_STEPS && (to = weight_as(m->be, type)) != type; step++) {
+        if (!(next = ob_tensor_convert(type, to, data, n_in, n_out, &size))) break;
+        free(conv);
+        data = conv = next;
         type = to;
-        data = conv;
     }
     w->data = m->be->upload_weight ? m->be->upload_weight(m->be, data, size, type, n_in, n_out) : m->be->upload(m->be, data, size);
     if (!w->data) {
@@ -113,7 +122,7 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
         free(conv);
         if (converted)
             return ERR("model: tensor '%s': could not place %zu bytes on the %s device (its %s taken as %s; "
-                       "OB_BACKEND_TQ1_AS_TQ2=0 keeps tq1_0)", t->name, size, m->be->name, ob_type_name(t->type), ob_type_name(type));
+                       "OB_BACKEND_TQ1_AS_TQ2=0 keeps the file's type)", t->name, size, m->be->name, ob_type_name(t->type), ob_type_name(type));
         return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, size, m->be->name);
     }
     w->type = type;
@@ -284,9 +293,13 @@ size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be) {
     size_t need = 0;
     for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
         const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
-        const int to = be->weight_as ? be->weight_as(be, t->type) : t->type; /* (as load_weight asks) */
-        const size_t as = to != t->type && t->n_dims == 2 && be->supports(be, to) ? ob_type_tensor_size(to, t->ne[0], t->ne[1]) : 0;
-        need += as ? as : t->size;
+        size_t most = t->size; /* (the largest type along load_weight's steps: any may refuse) */
+        for (int step = 0, type = t->type, to; t->n_dims == 2 && step < OB_WEIGHT_AS_STEPS && (to = weight_as(be, type)) != type; step++) {
+            const size_t as = ob_type_tensor_size(to, t->ne[0], t->ne[1]);
+            most = as > most ? as : most;
+            type = to;
+        }
+        need += most;
     }
     return need;
 }

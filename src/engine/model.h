@@ -57,8 +57,9 @@ struct ob_model {
  * 0, or -1 with a message that says which feature and how to get it. */
 int ob_model_check_requires(const ob_gguf_t *g, const char *const *have, char *err, size_t errlen);
 
-/* The bytes backend be holds for the file's tensors: each in the type be takes it as (its
- * weight_as; load_weight converts), the file's size otherwise. What a device must have free. */
+/* The bytes backend be holds for the file's tensors: each in the largest of the types be would
+ * take it as (its weight_as, asked again of each; load_weight converts where the values stay the
+ * same) and the file's. What a device must have free. */
 size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be);
 
 #endif

@@ -35,7 +35,7 @@
 #include "tools/tools.h"
 
 void ob_test_golden_device(const char *device); /* test_golden.c */
-void ob_test_tq1_as_tq2(const char *device, int steps, int dflt); /* test_fused_engine.c */
+void ob_test_weight_as(const char *device, int steps, int dflt1, int dflt2); /* test_fused_engine.c */
 void ob_test_golden_case(const char *arch, const char *type, const char *device, const char *env,
                          const char *val); /* test_golden.c */
 int ob_test_same_logits(const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
@@ -2521,6 +2521,11 @@ OB_SUITE(cuda_golden) {
     if (!g) return;
     gpu_free(g);
     ob_test_golden_device("cuda");
+    /* the tq1_0 and tq2_0 files' own kernels (by default their weights are i2_s here) */
+    ob_test_golden_case("bitnet", "tq1_0", "cuda", "OB_BACKEND_TQ1_AS_TQ2", "0");
+    ob_test_golden_case("bitnet", "tq2_0", "cuda", "OB_BACKEND_TQ2_AS_I2S", "0");
+    ob_test_weight_as("cuda", 60, OB_TYPE_I2_S, OB_TYPE_I2_S);
+    setenv("OB_BACKEND_TQ2_AS_I2S", "0", 1); /* (the engine tests below: the golden BitNet's tq2_0 in tq2_0) */
     test_graphs();
     test_mapped_logits();
     test_copy_drops_recordings();
@@ -2533,10 +2538,9 @@ OB_SUITE(cuda_golden) {
     test_glu_codes_engine();
     test_ffn_engine();
     test_ffn_tern_engine();
-    ob_test_tq1_as_tq2("cuda", 60, OB_TYPE_TQ2_0); /* (tq1_0 weights as tq2_0 by default: the same logits) */
-    ob_test_golden_case("bitnet", "tq1_0", "cuda", "OB_BACKEND_TQ1_AS_TQ2", "0"); /* (and in their own type) */
     test_angles_engine();
     test_grouped_engine();
+    unsetenv("OB_BACKEND_TQ2_AS_I2S");
 }
 
 /* Device names: cpu, cuda, auto (cuda only when built with it and a usable GPU is present),

@@ -176,30 +176,60 @@ static int wq_type(const char *path, const char *device, const char *env, const 
     return t;
 }
 
-/* OB_BACKEND_TQ1_AS_TQ2=1 (backend.c, weight_as): tq1_0 weights taken as tq2_0 at load, the same
- * values, so the golden BitNet as tq1_0 decodes on device to its tq2_0 file's logits bit for bit
- * (steps decoded), and its weights are tq2_0 in memory (tq1_0 with =0; the device's default
- * type dflt without it). Shared with test_cuda.c. */
-void ob_test_tq1_as_tq2(const char *device, int steps, int dflt) {
-    char p1[256], p2[256];
-    convert_golden("bitnet", "tq1_0", "tq1-as-tq2", p1, sizeof p1);
-    convert_golden("bitnet", "tq2_0", "tq1-as-tq2", p2, sizeof p2);
-    size_t b1 = 0, b1as2 = 0, b2 = 0, bd = 0;
-    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL, &bd), dflt);
-    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "0", &b1), OB_TYPE_TQ1_0);
-    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", &b1as2), OB_TYPE_TQ2_0);
-    CHECK_EQ_INT(wq_type(p2, device, "OB_BACKEND_TQ1_AS_TQ2", "0", &b2), OB_TYPE_TQ2_0);
-    /* (what a device must hold: the tq2_0 file's bytes once converted, the tq1_0 file's without) */
-    CHECK(b1 > 0 && b1 < b2 && b1as2 == b2 && bd == (dflt == OB_TYPE_TQ2_0 ? b2 : b1));
-    int nv1 = 0, nv2 = 0, same = 0;
-    float *a = ob_test_decode_two(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", steps, &nv1),
-          *b = ob_test_decode_two(p2, device, NULL, NULL, steps, &nv2);
-    if (a && b && nv1 == nv2) same = memcmp(a, b, (size_t)2 * (steps + 1) * nv1 * sizeof(float)) == 0;
-    if (!same || ob_test_verbose)
-        fprintf(stderr, "  tq1_0 as tq2_0, bitnet on %s: %s\n", device, same ? "the tq2_0 file's logits" : "logits differ");
-    CHECK(same);
+/* p's logits decoded on device (ob_test_decode_two, steps) with OB_BACKEND_TQ1_AS_TQ2 and
+ * OB_BACKEND_TQ2_AS_I2S set to t1 and t2 (NULL: unset). */
+static float *decode_as(const char *p, const char *device, const char *t1, const char *t2, int steps, int *nv) {
+    if (t2) setenv("OB_BACKEND_TQ2_AS_I2S", t2, 1);
+    float *l = ob_test_decode_two(p, device, t1 ? "OB_BACKEND_TQ1_AS_TQ2" : NULL, t1, steps, nv);
+    unsetenv("OB_BACKEND_TQ2_AS_I2S");
+    return l;
+}
+
+/* Whether two decodes gave the same logits, bit for bit (says so under what otherwise). */
+static int same_decode(float *a, int na, float *b, int nb, int steps, const char *what) {
+    const int same = a && b && na == nb && memcmp(a, b, (size_t)2 * (steps + 1) * na * sizeof(float)) == 0;
+    if (!same || ob_test_verbose) fprintf(stderr, "  %s: %s\n", what, same ? "the same logits" : "logits differ");
     free(a);
     free(b);
+    return same;
+}
+
+/* Weights taken in another type of the same values at load (backend.c's weight_as, asked again of
+ * each type it converted to). The golden BitNet's projections are ternary with one scale a tensor
+ * (convert's absmean), so as tq1_0 they go to tq2_0 and on to i2_s, as tq2_0 to i2_s:
+ *  - the type in memory: the file's with OB_BACKEND_TQ1_AS_TQ2=0; i2_s with
+ *    OB_BACKEND_TQ2_AS_I2S=1; tq2_0 from tq1_0 with TQ1_AS_TQ2=1 and TQ2_AS_I2S=0; the device's
+ *    defaults dflt1 (the tq1_0 file's) and dflt2 (the tq2_0 file's) with neither set;
+ *  - the bytes a device must hold (ob_model_weight_bytes): the largest type along the way, so the
+ *    tq2_0 file's size for both files wherever they convert, the tq1_0 file's own without;
+ *  - the logits: tq1_0 as tq2_0 those of the tq2_0 file, and tq1_0 as i2_s those of tq2_0 as i2_s,
+ *    bit for bit (steps decoded). i2_s's own against the reference: the golden cases.
+ * Shared with test_cuda.c. */
+void ob_test_weight_as(const char *device, int steps, int dflt1, int dflt2) {
+    char p1[256], p2[256];
+    convert_golden("bitnet", "tq1_0", "weight-as", p1, sizeof p1);
+    convert_golden("bitnet", "tq2_0", "weight-as", p2, sizeof p2);
+    size_t b1 = 0, b2 = 0, b1i = 0, b2i = 0, bd1 = 0, bd2 = 0, b12 = 0;
+    CHECK_EQ_INT(wq_type(p1, device, NULL, NULL, &bd1), dflt1);
+    CHECK_EQ_INT(wq_type(p2, device, NULL, NULL, &bd2), dflt2);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "0", &b1), OB_TYPE_TQ1_0);
+    CHECK_EQ_INT(wq_type(p2, device, "OB_BACKEND_TQ1_AS_TQ2", "0", &b2), OB_TYPE_TQ2_0);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ2_AS_I2S", "1", &b1i), OB_TYPE_I2_S);
+    CHECK_EQ_INT(wq_type(p2, device, "OB_BACKEND_TQ2_AS_I2S", "1", &b2i), OB_TYPE_I2_S);
+    setenv("OB_BACKEND_TQ2_AS_I2S", "0", 1);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ1_AS_TQ2", "1", &b12), OB_TYPE_TQ2_0);
+    unsetenv("OB_BACKEND_TQ2_AS_I2S");
+    CHECK(b1 > 0 && b1 < b2 && b1i == b2 && b2i == b2 && b12 == b2);
+    CHECK(bd1 == (dflt1 == OB_TYPE_TQ1_0 ? b1 : b2) && bd2 == b2);
+    int n1 = 0, n2 = 0;
+    float *a = decode_as(p1, device, "1", "0", steps, &n1), *b = decode_as(p2, device, "0", NULL, steps, &n2);
+    char what[96];
+    snprintf(what, sizeof what, "tq1_0 as tq2_0, bitnet on %s", device);
+    CHECK(same_decode(a, n1, b, n2, steps, what));
+    a = decode_as(p1, device, NULL, "1", steps, &n1);
+    b = decode_as(p2, device, NULL, "1", steps, &n2);
+    snprintf(what, sizeof what, "tq1_0 and tq2_0 as i2_s, bitnet on %s", device);
+    CHECK(same_decode(a, n1, b, n2, steps, what));
     remove(p1);
     remove(p2);
 }
@@ -211,5 +241,5 @@ OB_SUITE(engine_fused) {
     /* steps of two tokens of distinct sequences (rope_attention) and of one sequence, alternating */
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         CHECK(ob_test_same_logits_mixed(models[i].dir, models[i].type, "cpu", "OB_BACKEND_FUSED", "plain", 12, "fused-engine-mixed"));
-    ob_test_tq1_as_tq2("cpu", 12, OB_TYPE_TQ1_0);
+    ob_test_weight_as("cpu", 12, OB_TYPE_TQ1_0, OB_TYPE_TQ2_0);
 }

@@ -341,6 +341,44 @@ static void test_extremes(void) {
     free(q);
 }
 
+/* tq2_0 as i2_s (ob_tensor_convert) where every block of values other than 0 has one scale, a
+ * trained BitNet's case (x: one of [rows][ne0] floats; q2, a, b: room for its tq2_0 tensor and its
+ * values): the same values, bit for bit (the zero blocks' d may differ); refused (NULL) where a
+ * block of values has another d, a negative one, a zero block an infinite one, or a code is 3. */
+static void test_tq2_as_i2_s(float *x, uint8_t *q2, float *a, float *b, int64_t ne0, int64_t rows) {
+    const int64_t n = ne0 * rows;
+    for (int64_t i = 0; i < n; i++) x[i] = i % 3 == 0 ? 0.7f : i % 5 == 0 ? -0.7f : 0.0f;
+    for (int i = 0; i < 256; i++) x[512 + i] = 0.0f; /* (block 2: zeros) */
+    CHECK(ob_tensor_quantize(OB_TYPE_TQ2_0, x, q2, ne0, rows) == 0);
+    q2[2 * 66 + 64] = 0x00, q2[2 * 66 + 65] = 0x42; /* (the zero block's d: 3.0) */
+    CHECK(ob_tensor_dequantize(OB_TYPE_TQ2_0, q2, a, ne0, rows) == 0);
+    size_t sz = 0;
+    uint8_t *t = ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_I2_S, q2, ne0, rows, &sz);
+    CHECK(t != NULL && sz == ob_type_tensor_size(OB_TYPE_I2_S, ne0, rows));
+    if (t) {
+        CHECK(ob_tensor_dequantize(OB_TYPE_I2_S, t, b, ne0, rows) == 0 && memcmp(a, b, (size_t)n * sizeof *a) == 0);
+        char why[160] = "";
+        CHECK(ob_tensor_validate(OB_TYPE_I2_S, t, ne0, rows, why, sizeof why) == 0);
+        CHECK(ob_tensor_scale(OB_TYPE_I2_S, t, ne0, rows) == ob_fp16_to_fp32(ob_fp32_to_fp16(0.7f)));
+        free(t);
+    }
+    static const struct { int at, byte; } bad[] = {
+        {4 * 66 + 64, 0x00}, /* a block of values with another d (0x..00 instead of 0.7's) */
+        {4 * 66 + 65, 0xb9}, /* a negative one */
+        {2 * 66 + 65, 0x7c}, /* a zero block's d infinite */
+        {5 * 66 + 7, 0xff},  /* codes 3 */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const uint8_t keep = q2[bad[k].at];
+        q2[bad[k].at] = (uint8_t)bad[k].byte;
+        t = ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_I2_S, q2, ne0, rows, &sz);
+        if (t || ob_test_verbose) fprintf(stderr, "  tq2_0 as i2_s, byte %d = 0x%02x: %s\n", bad[k].at, bad[k].byte, t ? "converted" : "refused");
+        CHECK(t == NULL);
+        free(t);
+        q2[bad[k].at] = keep;
+    }
+}
+
 /* ob_tensor_convert: tq1_0 as tq2_0 and back hold the same values (both are codes -1/0/+1
  * times an f16 scale a 256-element block), so the converted tensor dequantizes to the same bits;
  * q8_0 as q4_0 does not, so it is refused (NULL); an unreadable type and i2_s (its tail) likewise. */
@@ -374,6 +412,12 @@ static void test_convert(void) {
     t2 = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, t1, ne0, rows, &sz);
     CHECK(t2 != NULL && ob_tensor_dequantize(OB_TYPE_TQ2_0, t2, b, ne0, rows) == 0 &&
           memcmp(a, b, (size_t)n * sizeof *a) == 0);
+    /* tq2_0 of a scale a block (x above: 0.7 (1 + i / 256)) is no i2_s tensor */
+    uint8_t *q2 = malloc(ob_type_tensor_size(OB_TYPE_TQ2_0, ne0, rows));
+    CHECK(ob_tensor_quantize(OB_TYPE_TQ2_0, x, q2, ne0, rows) == 0);
+    CHECK(ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_I2_S, q2, ne0, rows, &sz) == NULL);
+    test_tq2_as_i2_s(x, q2, a, b, ne0, rows);
+    free(q2);
     gen_weights(x, rows, ne0, 12);
     uint8_t *q8 = malloc(ob_type_tensor_size(OB_TYPE_Q8_0, ne0, rows));
     CHECK(ob_tensor_quantize(OB_TYPE_Q8_0, x, q8, ne0, rows) == 0);

@@ -662,9 +662,10 @@ extern "C" ob_backend *ob_backend_cuda_new(void) {
     b->download = cu_download;
     b->supports = cu_supports;
     /* tq1_0 weights computed as tq2_0 (converted at load, exactly the same values): its decoders
-     * are cheaper, BitNet-2B's decode +27% for 22% more GPU memory (docs/cuda.md, run 35);
-     * OB_BACKEND_TQ1_AS_TQ2=0 keeps them tq1_0 (backend.c) */
-    b->weight_as = ob_backend_tq1_as_tq2;
+     * are cheaper, BitNet-2B's decode +27% for 22% more GPU memory (docs/cuda.md, run 35); and
+     * tq2_0 ones of one scale a tensor (a trained BitNet's) as i2_s, cheaper again (run 36);
+     * OB_BACKEND_TQ1_AS_TQ2=0 keeps both in the file's type, OB_BACKEND_TQ2_AS_I2S=0 tq2_0 (backend.c) */
+    b->weight_as = ob_backend_ternary_as_i2_s;
     b->matmul = cu_op_matmul;
     b->get_rows = cu_op_get_rows;
     b->rmsnorm = cu_op_rmsnorm;

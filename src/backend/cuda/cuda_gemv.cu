@@ -50,10 +50,13 @@
  * thread) for the one-token instances that hold two sub-blocks a lane (OB_CUDA_GV_MINB) of the
  * types OB_CUDA_GV_MINB_TYPES (bit 1 << type; the held4 and many-token instances spill at 7-8), or
  * for the GLU codes' instance alone (OB_CUDA_GLU_MINB, else it follows OB_CUDA_GV_MINB). Default:
- * 8 on q8_0 and tq2_0 (62 -> 56 and 80 -> 60 registers on sm_90; run 17, two builds side by side:
- * BitNet-2B TQ2_0 +5.6%, Llama-3.2-1B Q8_0 +2.0%, the 8B Q8_0 +0.0%), none on the others, which
- * lost with it (Llama-1B Q4_0 -2.5%, Q4_K_M -3.2%, BitNet I2_S -6.3%, TQ1_0 -2.7%; q6_K alone:
- * within the noise). It does not make the GLU codes pay on the 8B Q8_0 (-9.2% against -10.2% without). */
+ * 8 on q8_0 (62 -> 56 registers on sm_90; run 17, two builds side by side: Llama-3.2-1B Q8_0 +2.0%,
+ * the 8B Q8_0 +0.0%), none on the others, which lost with it (Llama-1B Q4_0 -2.5%, Q4_K_M -3.2%,
+ * BitNet I2_S -6.3%, TQ1_0 -2.7%; q6_K alone: within the noise). tq2_0 gained +5.6% with it in run
+ * 17 (80 -> 60 registers); after its decoder's changes it lost: run 36, two builds side by side,
+ * BitNet-2B TQ2_0 tg128 727.6 without against 716.9 with (+1.5%), the feed-forward matmuls
+ * 14.11 -> 13.83 and 10.58 -> 10.25 us. It does not make the GLU codes pay on the 8B Q8_0 (-9.2%
+ * against -10.2% without). */
 #ifndef OB_CUDA_GV_MINB
 #define OB_CUDA_GV_MINB 8
 #endif
@@ -61,7 +64,7 @@
 #define OB_CUDA_GLU_MINB 0
 #endif
 #ifndef OB_CUDA_GV_MINB_TYPES
-#define OB_CUDA_GV_MINB_TYPES (1ULL << OB_TYPE_Q8_0 | 1ULL << OB_TYPE_TQ2_0)
+#define OB_CUDA_GV_MINB_TYPES (1ULL << OB_TYPE_Q8_0)
 #endif
 /* Whether type t's bit is set in a type mask (bit 1 << type; the pseudo-types from 64 on: never) */
 static __host__ __device__ constexpr bool gv_in_mask(unsigned long long mask, int t) { return t >= 0 && t < 64 && (mask >> t & 1); }

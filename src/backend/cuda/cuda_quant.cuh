@@ -239,11 +239,11 @@ template <int T> __device__ __forceinline__ void deq8(const uint8_t *row, int64_
 
 /* ---- packed row layouts ---------------------------------------------------------------------
  * A row of nb blocks becomes each part of every block in turn: q4_0 [nb x 16 nibble bytes][nb x d],
- * q8_0 [nb x 32 codes][nb x d], tq2_0 [nb x 64 codes][nb x d], q6_K [nb x 192 (ql, qh)][nb x 16
- * scales][nb x d]. The same bytes (row_bytes unchanged), the same values; every block's codes are
- * then as aligned as their row (16 bytes for every Llama shape; BitNet's 660-byte tq2_0 rows are
- * 4-, 8- or 16-byte aligned by row), where the file's 18-, 34-, 66- and 210-byte blocks sit at
- * every 2-byte offset, lane by lane. */
+ * q8_0 [nb x 32 codes][nb x d], tq2_0 [nb x 64 codes][nb x d] (but see OB_CUDA_TQ2_ALIGN below),
+ * q6_K [nb x 192 (ql, qh)][nb x 16 scales][nb x d]. The same bytes (row_bytes unchanged), the
+ * same values; every block's codes are then as aligned as their row (16 bytes for every Llama
+ * shape), where the file's 18-, 34-, 66- and 210-byte blocks sit at every 2-byte offset, lane by
+ * lane. */
 /* A packed type's block parts in the file's block: offset and length of the codes, the scales
  * (q6_K only; else length 0) and d. */
 struct cu_parts {
@@ -255,16 +255,18 @@ __host__ __device__ constexpr cu_parts cu_parts_of(int type) {
          : type == OB_TYPE_TQ2_0 ? cu_parts{66, 0, 64, 0, 0, 64}
                                 : cu_parts{210, 0, 192, 192, 16, 208};
 }
-/* Build option, not the default (docs/cuda.md, item 5: BitNet's tq2_0 rows of 660 and 1782 bytes
- * are 16-byte aligned one row in four and one in eight, so most of their lanes load their codes a
- * word or a byte pair at a time, where i2_s's 640- and 1728-byte rows take 16-byte loads): a
- * packed tq2_0 row's codes start at the row's first 16-byte boundary, the o bytes before it (o
- * even, at most the row's 2 nb bytes of d's, else 0) holding its first o / 2 d's, the others after
- * the codes. The layout then depends on where the row lies mod 16: it is packed at an address of
- * the alignment its readers see (uploads: malloc'd and cudaMalloc'd bases, both 16-byte aligned),
- * and staging copies keep that alignment (gv_stage, the feed-forward kernel's bulk copies). */
+/* tq2_0's codes 16-byte aligned in every row (default 1; 0: the layout above). BitNet's tq2_0 rows
+ * of 660 and 1782 bytes are 16-byte aligned one row in four and one in eight, so most lanes would
+ * load their codes a word or a byte pair at a time, where i2_s's 640- and 1728-byte rows take
+ * 16-byte loads. Here a packed tq2_0 row's codes start at the row's first 16-byte boundary, the o
+ * bytes before it (o even, at most the row's 2 nb bytes of d's, else 0) holding its first o / 2
+ * d's, the others after the codes. The layout then depends on where the row lies mod 16: it is
+ * packed at an address of the alignment its readers see (uploads: malloc'd and cudaMalloc'd
+ * bases, both 16-byte aligned), and staging copies keep that alignment (gv_stage, the feed-forward
+ * kernel's bulk copies). Run 36, two builds side by side: BitNet-2B TQ2_0 tg128 +1.2% (ffn_down
+ * 10.58 -> 10.21 us, QKV 10.21 -> 9.98), TQ1_0 (taken as tq2_0) +1.3%. */
 #ifndef OB_CUDA_TQ2_ALIGN
-#define OB_CUDA_TQ2_ALIGN 0
+#define OB_CUDA_TQ2_ALIGN 1
 #endif
 /* The bytes of d's before a packed tq2_0 row's codes, for a row at address a of nb blocks. */
 __host__ __device__ __forceinline__ int cu_tq2_lead(uintptr_t a, int nb) {
