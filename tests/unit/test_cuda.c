@@ -207,13 +207,20 @@ static void *random_quantized(int type, int64_t n_in, int64_t n_out, int ternary
     return wq;
 }
 
-static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, const int *ns, int n_ns) {
+/* (i2_s: f16_scale 1 keeps the quantizer's scale of the ternary weights, 0.25, an f16 value, which
+ * the tensor-core path folds into the f16 weights (mm_fold, cuda_matmul.cu); 0 one f16 cannot hold,
+ * which multiplies each dot product) */
+static void check_matmul(ob_backend *g, int type, int64_t n_in, int64_t n_out, const int *ns, int n_ns, int f16_scale) {
     const ob_type_traits *t = ob_type_get(type);
     size_t wbytes = ob_type_tensor_size(type, n_in, n_out);
     float *wf = random_weights(type, (size_t)(n_in * n_out), 1);
     void *wq = malloc(wbytes);
     float *wd = malloc((size_t)(n_in * n_out) * sizeof(float));
     CHECK(ob_tensor_quantize(type, wf, wq, n_in, n_out) == 0);
+    if (type == OB_TYPE_I2_S && !f16_scale) {
+        const float sc = 0.2500305f; /* (0.25 (1 + 2^-13): between two f16 values) */
+        memcpy((uint8_t *)wq + n_in * n_out / 4, &sc, 4);
+    }
     CHECK(ob_tensor_dequantize(type, wq, wd, n_in, n_out) == 0);
     ob_weight w = weight_on(g, type, n_in, n_out, wq);
     CHECK(w.data != NULL);
@@ -316,20 +323,24 @@ static void test_matmul_types(ob_backend *g) {
         int bs = t->block_size;
         /* a ragged shape, a wide one (many chunks per thread), and for one-element types an odd row */
         int64_t in1 = (int64_t)bs * rint_in(1, bs == 1 ? 300 : bs >= 128 ? 9 : 40), out1 = rint_in(1, 67);
-        check_matmul(g, type, in1, out1, ns, 9);
-        check_matmul(g, type, bs == 1 ? 2048 : (int64_t)bs * (4096 / bs), 37, ns, 3);
-        if (bs == 1) check_matmul(g, type, 77, 19, ns, 9);
+        check_matmul(g, type, in1, out1, ns, 9, 1);
+        check_matmul(g, type, bs == 1 ? 2048 : (int64_t)bs * (4096 / bs), 37, ns, 3, 1);
+        if (bs == 1) check_matmul(g, type, 77, 19, ns, 9, 1);
+        if (type == OB_TYPE_I2_S) check_matmul(g, type, in1, out1, ns, 9, 0);
     }
 }
 
 /* ---- fused ops: the same bits as the plain ops they stand for ------------------------- */
 
-static ob_weight fused_weight(ob_backend *g, int type, int64_t n_in, int64_t n_out) {
-    void *wq = random_quantized(type, n_in, n_out, 0);
+/* (ternary: the ternary types' weights -0.25, 0, 0.25, so i2_s's scale 0.25, an f16 value) */
+static ob_weight fused_weight_t(ob_backend *g, int type, int64_t n_in, int64_t n_out, int ternary) {
+    void *wq = random_quantized(type, n_in, n_out, ternary);
     ob_weight w = weight_on(g, type, n_in, n_out, wq);
     free(wq);
     return w;
 }
+
+static ob_weight fused_weight(ob_backend *g, int type, int64_t n_in, int64_t n_out) { return fused_weight_t(g, type, n_in, n_out, 0); }
 
 static float *dev_get(ob_backend *g, const void *dev, size_t n) {
     float *h = malloc(n * sizeof(float));
@@ -347,12 +358,13 @@ static void cmp_exact(ob_backend *g, const void *a, const void *b, size_t n, con
 }
 
 /* matmul_add, matmul_multi (one type, and mixed types as Q4_K_M files have) and matmul_glu
- * against matmul + add / three matmuls / two matmuls + glu, for token counts on both paths. */
-static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_t n_out) {
+ * against matmul + add / three matmuls / two matmuls + glu, for token counts on both paths
+ * (ternary: fused_weight_t's). */
+static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_t n_out, int ternary) {
     static const int ns[] = {1, 3, 8, 17, 40};
-    ob_weight w[3] = {fused_weight(g, type, n_in, n_out), fused_weight(g, type, n_in, n_out / 4 + 1),
-                      fused_weight(g, type2, n_in, n_out / 4 + 1)};
-    ob_weight up = fused_weight(g, type, n_in, n_out);
+    ob_weight w[3] = {fused_weight_t(g, type, n_in, n_out, ternary), fused_weight_t(g, type, n_in, n_out / 4 + 1, ternary),
+                      fused_weight_t(g, type2, n_in, n_out / 4 + 1, ternary)};
+    ob_weight up = fused_weight_t(g, type, n_in, n_out, ternary);
     for (int k = 0; k < 5; k++) {
         int n = ns[k];
         size_t nx = (size_t)n * n_in, ny = (size_t)n * n_out;
@@ -439,16 +451,17 @@ static void check_fused(ob_backend *g, int type, int type2, int64_t n_in, int64_
 static void test_fused(ob_backend *g) {
     CHECK(g->matmul_add && g->matmul_multi && g->matmul_glu && g->rmsnorm_act_quant);
     if (!g->matmul_add || !g->matmul_multi || !g->matmul_glu || !g->rmsnorm_act_quant) return;
-    check_fused(g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 512, 300);
-    check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q4_K, 2048, 257);
-    check_fused(g, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, 768, 129);
-    check_fused(g, OB_TYPE_I2_S, OB_TYPE_I2_S, 640, 70);
-    check_fused(g, OB_TYPE_F16, OB_TYPE_Q8_0, 1024, 96);
-    check_fused(g, OB_TYPE_F32, OB_TYPE_F16, 77, 33);          /* odd rows: the fallback kernel */
-    check_fused(g, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 14336, 40);     /* long rows: one per block */
-    check_fused(g, OB_TYPE_F32, OB_TYPE_F32, 12288, 9);        /* rows too long to stage: fallback */
+    check_fused(g, OB_TYPE_Q4_0, OB_TYPE_Q6_K, 512, 300, 0);
+    check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q4_K, 2048, 257, 0);
+    check_fused(g, OB_TYPE_TQ2_0, OB_TYPE_TQ1_0, 768, 129, 0);
+    check_fused(g, OB_TYPE_I2_S, OB_TYPE_I2_S, 640, 70, 0);
+    check_fused(g, OB_TYPE_I2_S, OB_TYPE_I2_S, 640, 70, 1); /* (a scale f16 holds: folded into the f16 weights) */
+    check_fused(g, OB_TYPE_F16, OB_TYPE_Q8_0, 1024, 96, 0);
+    check_fused(g, OB_TYPE_F32, OB_TYPE_F16, 77, 33, 0);          /* odd rows: the fallback kernel */
+    check_fused(g, OB_TYPE_Q8_0, OB_TYPE_Q8_0, 14336, 40, 0);     /* long rows: one per block */
+    check_fused(g, OB_TYPE_F32, OB_TYPE_F32, 12288, 9, 0);        /* rows too long to stage: fallback */
     if (g->supports(g, OB_TYPE_LEAN4)) {
-        check_fused(g, OB_TYPE_LEAN4, OB_TYPE_LEAN4, 512, 65);
+        check_fused(g, OB_TYPE_LEAN4, OB_TYPE_LEAN4, 512, 65, 0);
         /* lean4 rotates each input into one scratch buffer: a second input must not reuse the first's codes */
         ob_weight w = fused_weight(g, OB_TYPE_LEAN4, 512, 64);
         float *x1 = randf(512, 1.0f), *x2 = randf(512, 1.0f);
@@ -505,9 +518,9 @@ static long gv_two_launches(void) {
  * launches a shape. With OB_CUDA_GV_TWO=0 none (a launch a type), the same bits. */
 static void test_gv_two(ob_backend *g) {
     const long l0 = gv_two_launches();
-    check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 257);
-    check_fused(g, OB_TYPE_Q6_K, OB_TYPE_Q5_K, 4096, 130); /* (the pair the other way round) */
-    check_fused(g, OB_TYPE_Q3_K, OB_TYPE_Q4_K, 1024, 4100);
+    check_fused(g, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 257, 0);
+    check_fused(g, OB_TYPE_Q6_K, OB_TYPE_Q5_K, 4096, 130, 0); /* (the pair the other way round) */
+    check_fused(g, OB_TYPE_Q3_K, OB_TYPE_Q4_K, 1024, 4100, 0);
     const long made = gv_two_launches() - l0;
     if (made != 12 || ob_test_verbose) fprintf(stderr, "  cuda two-type launches %ld (must be 12)\n", made);
     CHECK(made == 12);
@@ -515,7 +528,7 @@ static void test_gv_two(ob_backend *g) {
     CHECK(off != NULL);
     if (!off) return;
     const long l1 = gv_two_launches();
-    check_fused(off, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 257);
+    check_fused(off, OB_TYPE_Q4_K, OB_TYPE_Q6_K, 2048, 257, 0);
     CHECK(gv_two_launches() == l1);
     gpu_free(off);
 }

@@ -11,7 +11,7 @@
  *    cublasGemmEx accumulates in f32. With OB_CUDA_MMQ=1 the int8-path
  *    types go to the int8 tensor cores instead, decoded inside the kernel (cuda_mmq.cu).
  * lean4 rotates the activations first (the rows are stored rotated); i2_s's per-tensor scale
- * multiplies each dot product once.
+ * multiplies each dot product once, or each f16 weight where it is itself an f16 value (mm_fold).
  * Does not own: the block layouts (cuda_quant.cuh), the other ops.
  */
 #include <stdio.h>
@@ -22,7 +22,19 @@
 
 /* ---- dequantize to f16 for the tensor-core path --------------------------------------- */
 
-template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t row_bytes, int64_t n_in, int64_t n_out, __half *out) {
+/* The multiplier an i2_s weight's f16 values carry: its scale where that is an f16 value itself, so
+ * each trit times it is exact in f16 (tq2_0 and tq1_0 files taken as i2_s: the scale is their
+ * blocks' f16 d); then cuBLAS's alpha is 1 (mm_alpha) and a matmul_add adds in the product's
+ * epilogue instead of a pass of its own (run 36: BitNet-2B as i2_s pp512 -3% against tq2_0 without
+ * it). 1 otherwise: the scale multiplies each dot product (alpha). */
+static float mm_fold(const ob_weight *w) {
+    return w->scale != 1.0f && __half2float(__float2half_rn(w->scale)) == w->scale ? w->scale : 1.0f;
+}
+/* cuBLAS's alpha for w's f16 values */
+static float mm_alpha(const ob_weight *w) { return mm_fold(w) == 1.0f ? w->scale : 1.0f; }
+
+template <int T>
+__global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t row_bytes, int64_t n_in, int64_t n_out, float mul, __half *out) {
     cu_dep(); /* out may still be read by the previous product */
     const int64_t nch = n_in / 8, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nch * n_out) return;
@@ -31,14 +43,14 @@ template <int T> __global__ void k_deq_f16(const uint8_t *__restrict__ W, size_t
     deq8r<T>(W + r * row_bytes, j, row_bytes, v);
     __align__(16) __half h[8];
 #pragma unroll
-    for (int k = 0; k < 8; k++) h[k] = __float2half_rn(v[k]);
+    for (int k = 0; k < 8; k++) h[k] = __float2half_rn(v[k] * mul);
     *(uint4 *)(out + r * n_in + 8 * j) = *(const uint4 *)h;
 }
 
 template <int T> static void deq_f16(cu_state *s, const ob_weight *w, __half *out) {
     int64_t total = w->n_out * (w->n_in / 8);
     cu_launch(s, "matmul (dequantize)", (unsigned)((total + 255) / 256), 256, 0, k_deq_f16<T>, (const uint8_t *)w->data, w->row_bytes,
-              (int64_t)w->n_in, (int64_t)w->n_out, out);
+              (int64_t)w->n_in, (int64_t)w->n_out, mm_fold(w), out);
 }
 
 static void deq_any(cu_state *s, const ob_weight *w, __half *out) {
@@ -151,10 +163,10 @@ int cu_matmul_supports(int type) {
 }
 
 /* y[n][n_out] = x[n][n_in] . W^T (+ y when add) with W as col-major [n_in][n_out] (= row-major
- * [n_out][n_in]). add only where w->scale is 1: cuBLAS then makes acc + y, the rounding of
+ * [n_out][n_in]). add only where alpha is 1 (mm_alpha): cuBLAS then makes acc + y, the rounding of
  * matmul + add (alpha 1 multiplies exactly; run 14 found these bits equal on every tested shape). */
 static void gemm_blas(cu_state *s, const ob_weight *w, const void *W, const void *x, cudaDataType_t t, float *y, int n, int add) {
-    const float alpha = w->scale, beta = add ? 1.0f : 0.0f;
+    const float alpha = mm_alpha(w), beta = add ? 1.0f : 0.0f;
     const cublasStatus_t e = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->n_out, n, (int)w->n_in, &alpha, W, t, (int)w->n_in, x,
                                           t, (int)w->n_in, &beta, y, CUDA_R_32F, (int)w->n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (e != CUBLAS_STATUS_SUCCESS && s->cap) { /* not recordable: the step runs eagerly (cuda_graph.cu) */
@@ -213,7 +225,7 @@ static const void *mm_x16(cu_state *s, const float *x, size_t nx, int bf) {
 /* whether the product of w at n tokens takes cuBLAS (mm_core's last path) */
 static int mm_blas_takes(const cu_state *s, const ob_weight *w, int n) { return !cu_gemv_takes(s, w, n) && !cu_mmq_takes(s, w, n); }
 
-/* y = x . W^T (+ y when add: mmq or cuBLAS, w->scale 1) with x already as mm_input gives it. */
+/* y = x . W^T (+ y when add: mmq with w->scale 1, cuBLAS with mm_alpha 1) with x already as mm_input gives it. */
 static void mm_core(cu_state *s, const ob_weight *w, const float *x, float *y, int n, int add) {
     if (cu_gemv_takes(s, w, n)) {
         if (!cu_gemv(s, w, x, y, n, 0)) cu_gemv_fallback(s, w, x, y, n);
@@ -245,7 +257,7 @@ void cu_matmul_add(cu_state *s, const ob_weight *w, const float *x, float *y, in
     if (cu_gemv_takes(s, w, n) && cu_gemv(s, w, x, y, n, 1)) return;
     /* added in the product's epilogue where the scale is 1: then acc * 1 + y is rounded once, as
      * matmul + add rounds it (k_mmq's multiply-add is an fma: with another scale it would differ) */
-    if (s->blas_fuse && w->scale == 1.0f && (cu_mmq_takes(s, w, n) || mm_blas_takes(s, w, n))) {
+    if (s->blas_fuse && ((w->scale == 1.0f && cu_mmq_takes(s, w, n)) || (mm_alpha(w) == 1.0f && mm_blas_takes(s, w, n)))) {
         mm_core(s, w, x, y, n, 1);
         return;
     }
