@@ -2,8 +2,8 @@
  * OB_BACKEND_FUSED=plain gives the CPU backend the fused entries composed from its plain ops
  * (backend_fused.c), for tests of the engine's fused call sites. Weights taken in another type of
  * the same values (weight_as, converted at load): OB_BACKEND_TQ1_AS_TQ2=1 has any backend take
- * tq1_0 weights as tq2_0, =0 none at all; OB_BACKEND_TQ2_AS_I2S=1 tq1_0 as tq2_0 and tq2_0 as i2_s
- * too (where a tensor's blocks share one scale), =0 not tq2_0 as i2_s. CUDA's default is both (its
+ * tq1_0 weights as tq2_0, =0 none at all (whatever the other says); OB_BACKEND_TQ2_AS_I2S=1 tq1_0
+ * as tq2_0 and tq2_0 as i2_s too (where a tensor's blocks share one scale), =0 not tq2_0 as i2_s. CUDA's default is both (its
  * tq2_0 decoders are cheaper than tq1_0's, its i2_s ones than tq2_0's: docs/cuda.md), the CPU's
  * neither. */
 #include <stdio.h>
@@ -35,10 +35,10 @@ ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
     ob_backend *b = by_name(name, err, errlen);
     if (!b) return b;
     const char *t = getenv("OB_BACKEND_TQ1_AS_TQ2"), *i = getenv("OB_BACKEND_TQ2_AS_I2S");
-    if (t && !strcmp(t, "1") && !b->weight_as) b->weight_as = ob_backend_tq1_as_tq2;
-    if (t && !strcmp(t, "0")) b->weight_as = NULL;
     if (i && !strcmp(i, "1")) b->weight_as = ob_backend_ternary_as_i2_s;
     if (i && !strcmp(i, "0") && b->weight_as == ob_backend_ternary_as_i2_s) b->weight_as = ob_backend_tq1_as_tq2;
+    if (t && !strcmp(t, "1") && !b->weight_as) b->weight_as = ob_backend_tq1_as_tq2;
+    if (t && !strcmp(t, "0")) b->weight_as = NULL; /* (whatever the other says) */
     return b;
 }
 

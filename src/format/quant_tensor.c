@@ -69,16 +69,17 @@ static void quant_i2_s(const float *x, uint8_t *dst, int64_t n) {
 }
 
 /* tq2_0 blocks (66 bytes: 64 of codes, then an f16 d; quant_ref.c) as one i2_s tensor, where
- * that holds the same values: every block with a value other than 0 has the same d, finite and
- * > 0 (a trained BitNet's: its weights are -s, 0, +s, so every block's absmax d is s), the other
- * blocks any finite d (0 * d), and no code is 3. Each 128-element half of a tq2_0 block is then
+ * that holds the same values, bit for bit: every block with a value other than 0 has the same d,
+ * finite and > 0 (a trained BitNet's: its weights are -s, 0, +s, so every block's absmax d is s),
+ * the other blocks any finite d without its sign bit (0 * d is then +0, as i2_s's zeros), and no
+ * code is 3. Each 128-element half of a tq2_0 block is then
  * one i2_s block: element 32 g + m at bits 2 g of byte m there, 6 - 2 g here, so each byte's four
  * fields in reverse order; the scale is d as f32. The scale, or -1 where it does not hold. */
 static float tq2_0_one_scale(const uint8_t *b, int64_t nblk) {
     uint16_t d = 0; /* (0: no block with a value other than 0 yet) */
     for (int64_t ib = 0; ib < nblk; ib++, b += 66) {
         const uint16_t h = (uint16_t)(b[64] | b[65] << 8);
-        if ((h & 0x7c00) == 0x7c00) return -1.0f; /* (inf or NaN: even 0 * d is not 0) */
+        if ((h & 0x7c00) == 0x7c00 || (h & 0x8000)) return -1.0f; /* (inf or NaN: even 0 * d is not 0; -x: 0 * d is -0) */
         int three = 0, nonzero = 0;
         for (int i = 0; i < 64; i += 8) {
             uint64_t w;
@@ -86,7 +87,7 @@ static float tq2_0_one_scale(const uint8_t *b, int64_t nblk) {
             three |= (w & (w >> 1) & 0x5555555555555555ull) != 0;
             nonzero |= w != 0x5555555555555555ull; /* (a field other than 1) */
         }
-        if (three || (nonzero && ((h & 0x8000) != 0 || h == 0 || (d && h != d)))) return -1.0f;
+        if (three || (nonzero && (h == 0 || (d && h != d)))) return -1.0f;
         if (nonzero) d = h;
     }
     return ob_fp16_to_fp32(d);

@@ -181,7 +181,7 @@ static int wq_type(const char *path, const char *device, const char *env, const 
 static float *decode_as(const char *p, const char *device, const char *t1, const char *t2, int steps, int *nv) {
     if (t2) setenv("OB_BACKEND_TQ2_AS_I2S", t2, 1);
     float *l = ob_test_decode_two(p, device, t1 ? "OB_BACKEND_TQ1_AS_TQ2" : NULL, t1, steps, nv);
-    unsetenv("OB_BACKEND_TQ2_AS_I2S");
+    if (t2) unsetenv("OB_BACKEND_TQ2_AS_I2S");
     return l;
 }
 

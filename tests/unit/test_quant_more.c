@@ -344,7 +344,8 @@ static void test_extremes(void) {
 /* tq2_0 as i2_s (ob_tensor_convert) where every block of values other than 0 has one scale, a
  * trained BitNet's case (x: one of [rows][ne0] floats; q2, a, b: room for its tq2_0 tensor and its
  * values): the same values, bit for bit (the zero blocks' d may differ); refused (NULL) where a
- * block of values has another d, a negative one, a zero block an infinite one, or a code is 3. */
+ * block of values has another d, the blocks of values one d that is negative or 0, a zero block an
+ * infinite or negative d, or a code is 3. */
 static void test_tq2_as_i2_s(float *x, uint8_t *q2, float *a, float *b, int64_t ne0, int64_t rows) {
     const int64_t n = ne0 * rows;
     for (int64_t i = 0; i < n; i++) x[i] = i % 3 == 0 ? 0.7f : i % 5 == 0 ? -0.7f : 0.0f;
@@ -362,21 +363,28 @@ static void test_tq2_as_i2_s(float *x, uint8_t *q2, float *a, float *b, int64_t 
         CHECK(ob_tensor_scale(OB_TYPE_I2_S, t, ne0, rows) == ob_fp16_to_fp32(ob_fp32_to_fp16(0.7f)));
         free(t);
     }
+    /* what is refused: (at, byte) one byte changed; (-1, h) every block of values' d set to h */
     static const struct { int at, byte; } bad[] = {
-        {4 * 66 + 64, 0x00}, /* a block of values with another d (0x..00 instead of 0.7's) */
-        {4 * 66 + 65, 0xb9}, /* a negative one */
-        {2 * 66 + 65, 0x7c}, /* a zero block's d infinite */
+        {4 * 66 + 64, 0x00}, /* a block of values with another d */
+        {-1, 0xb99a},        /* every block of values' d negative (-0.7), one d still */
+        {-1, 0x0000},        /* every block of values' d 0 */
+        {2 * 66 + 65, 0x7c}, /* the zero block's d infinite */
+        {2 * 66 + 65, 0x80}, /* the zero block's d -0 (its values -0, i2_s's +0) */
         {5 * 66 + 7, 0xff},  /* codes 3 */
     };
+    uint8_t *keep = malloc(ob_type_tensor_size(OB_TYPE_TQ2_0, ne0, rows));
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        const uint8_t keep = q2[bad[k].at];
-        q2[bad[k].at] = (uint8_t)bad[k].byte;
+        memcpy(keep, q2, ob_type_tensor_size(OB_TYPE_TQ2_0, ne0, rows));
+        if (bad[k].at >= 0) q2[bad[k].at] = (uint8_t)bad[k].byte;
+        for (int64_t blk = 0; bad[k].at < 0 && blk < n / 256; blk++)
+            if (blk != 2) q2[blk * 66 + 64] = (uint8_t)(bad[k].byte & 0xff), q2[blk * 66 + 65] = (uint8_t)(bad[k].byte >> 8);
         t = ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_I2_S, q2, ne0, rows, &sz);
-        if (t || ob_test_verbose) fprintf(stderr, "  tq2_0 as i2_s, byte %d = 0x%02x: %s\n", bad[k].at, bad[k].byte, t ? "converted" : "refused");
+        if (t || ob_test_verbose) fprintf(stderr, "  tq2_0 as i2_s, case %zu: %s\n", k, t ? "converted" : "refused");
         CHECK(t == NULL);
         free(t);
-        q2[bad[k].at] = keep;
+        memcpy(q2, keep, ob_type_tensor_size(OB_TYPE_TQ2_0, ne0, rows));
     }
+    free(keep);
 }
 
 /* ob_tensor_convert: tq1_0 as tq2_0 and back hold the same values (both are codes -1/0/+1

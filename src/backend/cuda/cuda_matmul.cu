@@ -28,7 +28,7 @@
  * epilogue instead of a pass of its own (run 36: BitNet-2B as i2_s pp512 -3% against tq2_0 without
  * it). 1 otherwise: the scale multiplies each dot product (alpha). */
 static float mm_fold(const ob_weight *w) {
-    return w->scale != 1.0f && __half2float(__float2half_rn(w->scale)) == w->scale ? w->scale : 1.0f;
+    return w->type == OB_TYPE_I2_S && w->scale != 1.0f && __half2float(__float2half_rn(w->scale)) == w->scale ? w->scale : 1.0f;
 }
 /* cuBLAS's alpha for w's f16 values */
 static float mm_alpha(const ob_weight *w) { return mm_fold(w) == 1.0f ? w->scale : 1.0f; }
