@@ -89,6 +89,13 @@ static int weight_as(ob_backend *be, int type) {
     return to != type && be->supports(be, to) ? to : type;
 }
 
+/* The types after type that load_weight tries in turn (weight_as asked again of each): their count. */
+static int weight_chain(ob_backend *be, int type, int chain[OB_WEIGHT_AS_STEPS]) {
+    int n = 0;
+    for (int to; n < OB_WEIGHT_AS_STEPS && (to = weight_as(be, type)) != type; n++) chain[n] = type = to;
+    return n;
+}
+
 /* A 2-D weight of exactly [n_out][n_in]. Missing and !required: w->data stays NULL. */
 static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in, int64_t n_out, int required,
                        ob_weight *w, char *err, size_t errlen) {
@@ -110,11 +117,12 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     const void *data = t->data;
     size_t size = t->size;
     void *conv = NULL, *next = NULL;
-    for (int step = 0, to; step < OB_WEIGHT_AS_STEPS && (to = weight_as(m->be, type)) != type; step++) {
-        if (!(next = ob_tensor_convert(type, to, data, n_in, n_out, &size))) break;
+    int chain[OB_WEIGHT_AS_STEPS];
+    const int n_chain = weight_chain(m->be, type, chain);
+    for (int k = 0; k < n_chain && (next = ob_tensor_convert(type, chain[k], data, n_in, n_out, &size)); k++) {
         free(conv);
         data = conv = next;
-        type = to;
+        type = chain[k];
     }
     w->data = m->be->upload_weight ? m->be->upload_weight(m->be, data, size, type, n_in, n_out) : m->be->upload(m->be, data, size);
     if (!w->data) {
@@ -294,10 +302,11 @@ size_t ob_model_weight_bytes(const ob_gguf_t *g, ob_backend *be) {
     for (int64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
         const ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
         size_t most = t->size; /* (the largest type along load_weight's steps: any may refuse) */
-        for (int step = 0, type = t->type, to; t->n_dims == 2 && step < OB_WEIGHT_AS_STEPS && (to = weight_as(be, type)) != type; step++) {
-            const size_t as = ob_type_tensor_size(to, t->ne[0], t->ne[1]);
+        int chain[OB_WEIGHT_AS_STEPS];
+        const int n_chain = t->n_dims == 2 ? weight_chain(be, t->type, chain) : 0;
+        for (int k = 0; k < n_chain; k++) {
+            const size_t as = ob_type_tensor_size(chain[k], t->ne[0], t->ne[1]);
             most = as > most ? as : most;
-            type = to;
         }
         need += most;
     }

@@ -140,8 +140,9 @@ int ob_tensor_quantize(int type, const float *src, void *dst, int64_t ne0, int64
 }
 
 /* tq1_0 as tq2_0 by its direct rewrite (exact by construction, a few ns a weight), tq2_0 as i2_s
- * by its own where its blocks share one scale (tq2_0_as_i2_s); any other pair a row at a time (two rows of floats, in cache, instead of two whole tensors of them), so only
- * for types of self-contained blocks: no tensor tail (i2_s), no rotation (lean4). That general
+ * by its own where its blocks share one scale (tq2_0_as_i2_s); any other pair a row at a time
+ * (two rows of floats, in cache, instead of two whole tensors of them), so only for types of
+ * self-contained blocks: no tensor tail (i2_s), no rotation (lean4). That general
  * way's time is the target's quantizer (tq2_0's: about 13 of 16 ns a weight on the 2-core machine). */
 void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size) {
     const ob_type_traits *tf = ob_type_get(from), *tt = ob_type_get(to);

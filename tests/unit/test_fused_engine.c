@@ -132,18 +132,26 @@ static void convert_golden(const char *dir, const char *type, const char *label,
     CHECK_EQ_INT(ob_cmd_convert(6, argv), 0);
 }
 
+/* Whether two decodes gave the same logits, bit for bit (says so under what otherwise); frees both. */
+static int same_decode(float *a, int na, float *b, int nb, int steps, const char *what) {
+    const int same = a && b && na == nb && memcmp(a, b, (size_t)2 * (steps + 1) * na * sizeof(float)) == 0;
+    if (!same || ob_test_verbose) fprintf(stderr, "  %s: %s\n", what, same ? "the same logits" : "logits differ");
+    free(a);
+    free(b);
+    return same;
+}
+
 typedef float *(*decode_fn)(const char *path, const char *device, const char *env, const char *val, int steps, int *n_vocab);
 
 static int same_logits(decode_fn decode, const char *dir, const char *type, const char *device, const char *env, const char *val, int steps,
                        const char *label) {
     char out[256];
     convert_golden(dir, type, label, out, sizeof out);
-    int nv0 = 0, nv1 = 0, same = 0;
+    int nv0 = 0, nv1 = 0;
     float *a = decode(out, device, NULL, NULL, steps, &nv0), *b = decode(out, device, env, val, steps, &nv1);
-    if (a && b && nv0 == nv1) same = memcmp(a, b, (size_t)2 * (steps + 1) * nv0 * sizeof(float)) == 0;
-    if (!same || ob_test_verbose) fprintf(stderr, "  %s %s/%s: %s\n", label, dir, type, same ? "same logits" : "logits differ");
-    free(a);
-    free(b);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s/%s", label, dir, type);
+    const int same = same_decode(a, nv0, b, nv1, steps, what);
     remove(out);
     return same;
 }
@@ -183,15 +191,6 @@ static float *decode_as(const char *p, const char *device, const char *t1, const
     float *l = ob_test_decode_two(p, device, t1 ? "OB_BACKEND_TQ1_AS_TQ2" : NULL, t1, steps, nv);
     if (t2) unsetenv("OB_BACKEND_TQ2_AS_I2S");
     return l;
-}
-
-/* Whether two decodes gave the same logits, bit for bit (says so under what otherwise). */
-static int same_decode(float *a, int na, float *b, int nb, int steps, const char *what) {
-    const int same = a && b && na == nb && memcmp(a, b, (size_t)2 * (steps + 1) * na * sizeof(float)) == 0;
-    if (!same || ob_test_verbose) fprintf(stderr, "  %s: %s\n", what, same ? "the same logits" : "logits differ");
-    free(a);
-    free(b);
-    return same;
 }
 
 /* Weights taken in another type of the same values at load (backend.c's weight_as, asked again of
