@@ -39,6 +39,7 @@ ob_backend *ob_backend_by_name(const char *name, char *err, size_t errlen) {
     if (i && !strcmp(i, "0") && b->weight_as == ob_backend_ternary_as_i2_s) b->weight_as = ob_backend_tq1_as_tq2;
     if (t && !strcmp(t, "1") && !b->weight_as) b->weight_as = ob_backend_tq1_as_tq2;
     if (t && !strcmp(t, "0")) b->weight_as = NULL; /* (whatever the other says) */
+    b->weight_as_hint = b->weight_as ? "OB_BACKEND_TQ1_AS_TQ2=0 keeps the file's types" : NULL;
     return b;
 }
 

@@ -86,6 +86,8 @@ struct ob_backend {
     int host;           /* 1: the ops run on this process's cores and the weights stay in host memory (the
                          * CPU backend): nothing to upload, no sampling workers beside it (scheduler.c) */
     const char *mem_hint; /* appended to the error of a model too large for its free memory (NULL: none) */
+    const char *weight_as_hint; /* how to keep the file's types (weight_as's switch), for the error of a
+                                 * converted weight that did not fit (NULL: none; backend.c sets it) */
 
     /* Sets up threads / the device; fills err and returns -1 when it cannot. */
     int (*init)(ob_backend *b, const ob_backend_opts *o, char *err, size_t errlen);

@@ -112,14 +112,17 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     if (ob_tensor_validate(t->type, t->data, n_in, n_out, why, sizeof why))
         return ERR("model: tensor '%s': %s", t->name, why);
     /* the type the backend would rather compute it in, where that holds the same values, and
-     * again from that type (tq1_0 -> tq2_0 -> i2_s): up to the first it refuses */
+     * again from that type (tq1_0 -> tq2_0 -> i2_s): from the type in hand, the farthest of the
+     * chain's types it converts to directly (tq1_0 -> i2_s in one pass), then on from there */
     int type = t->type;
     const void *data = t->data;
     size_t size = t->size;
     void *conv = NULL, *next = NULL;
     int chain[OB_WEIGHT_AS_STEPS];
     const int n_chain = weight_chain(m->be, type, chain);
-    for (int k = 0; k < n_chain && (next = ob_tensor_convert(type, chain[k], data, n_in, n_out, &size)); k++) {
+    for (int lo = 0, k; lo < n_chain; lo = k + 1) {
+        for (k = n_chain - 1; k >= lo && !(next = ob_tensor_convert(type, chain[k], data, n_in, n_out, &size)); k--) {}
+        if (k < lo) break;
         free(conv);
         data = conv = next;
         type = chain[k];
@@ -129,8 +132,9 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
         const int converted = conv != NULL;
         free(conv);
         if (converted)
-            return ERR("model: tensor '%s': could not place %zu bytes on the %s device (its %s taken as %s; "
-                       "OB_BACKEND_TQ1_AS_TQ2=0 keeps the file's type)", t->name, size, m->be->name, ob_type_name(t->type), ob_type_name(type));
+            return ERR("model: tensor '%s': could not place %zu bytes on the %s device (its %s taken as %s%s%s)", t->name, size,
+                       m->be->name, ob_type_name(t->type), ob_type_name(type), m->be->weight_as_hint ? "; " : "",
+                       m->be->weight_as_hint ? m->be->weight_as_hint : "");
         return ERR("model: tensor '%s': could not place %zu bytes on the %s device", t->name, size, m->be->name);
     }
     w->type = type;

@@ -48,8 +48,9 @@ static inline int ob_round_int(float v) {
  * non-uniform grid, denser near zero where most weights are. GGUF fixes these numbers. */
 extern const int8_t ob_iq4nl_grid[16];
 
-/* tq1_0 blocks as tq2_0 blocks of the very same values (quant_ref.c; n a multiple of 256). */
-void ob_tq1_0_as_tq2_0(const void *src, void *dst, int64_t n);
+/* One tq1_0 block's trits as 2-bit fields, 64 bytes in tq2_0's order or i2_s's (i2s_order);
+ * whether a value is other than 0 (quant_ref.c). */
+int ob_tq1_0_block_fields(const void *block, uint8_t out[64], int i2s_order);
 
 /* Weighted quantizers (imp: one importance value per element, or NULL for plain squared
  * error), defined in quant_ref_legacy.c and quant_ref_k.c; ob_quantize_rows dispatches. */

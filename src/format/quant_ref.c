@@ -283,27 +283,27 @@ typedef struct {
 } tq2_0_block;               /* 66 bytes */
 _Static_assert(sizeof(tq2_0_block) == 66, "tq2_0 block must be 66 bytes, as in GGUF");
 
-/* tq1_0 blocks rewritten as tq2_0 blocks of the same values: each trit becomes the 2-bit field
- * holding it, the f16 scale is copied. Both decoders compute (t - 1) * d from the same t and d,
- * so the result dequantizes to the very bits of the original, whatever bytes the file holds
- * (every tq1_0 byte decodes to trits 0..2). A few byte operations a weight, where dequantizing
- * and quantizing again costs a division and a search (ob_tensor_convert). */
-void ob_tq1_0_as_tq2_0(const void *src, void *dst, int64_t n) {
-    assert(n % OB_QK_K == 0);
-    const tq1_0_block *b = src;
-    tq2_0_block *o = dst;
-    for (int64_t ib = 0; ib < n / OB_QK_K; ib++, b++, o++) {
-        uint8_t t[OB_QK_K]; /* element e's trit, in tq1_0's order (see its spans above) */
-        tq1_0_trits(b->qs, t, 32, 5);
-        tq1_0_trits(b->qs + 32, t + 160, 16, 5);
-        tq1_0_trits(b->qh, t + 240, 4, 4);
-        for (int half = 0; half < 2; half++)
-            for (int m = 0; m < 32; m++) {
-                const uint8_t *x = t + half * 128 + m;
-                o->qs[half * 32 + m] = (uint8_t)(x[0] | x[32] << 2 | x[64] << 4 | x[96] << 6);
-            }
-        memcpy(o->d, b->d, 2);
+/* One tq1_0 block's 256 trits as the 2-bit fields holding them, 64 bytes (quant_convert.c's
+ * rewrites to tq2_0 and i2_s): element 32 g + m of each 128-element half at bits 2 g of byte m
+ * (tq2_0's order) or at bits 6 - 2 g (i2_s's, i2s_order). Both decoders then compute (t - 1) * d
+ * from the same t and d, whatever bytes the file holds (every tq1_0 byte decodes to trits 0..2).
+ * Returns whether a trit is other than 1 (a value other than 0). */
+int ob_tq1_0_block_fields(const void *block, uint8_t out[64], int i2s_order) {
+    const tq1_0_block *b = block;
+    uint8_t t[OB_QK_K], acc = 0; /* element e's trit, in element order */
+    tq1_0_trits(b->qs, t, 32, 5);
+    tq1_0_trits(b->qs + 32, t + 160, 16, 5);
+    tq1_0_trits(b->qh, t + 240, 4, 4);
+    for (int i = 0; i < OB_QK_K; i++) acc |= t[i] ^ 1;
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *x = t + half * 128;
+        uint8_t *o = out + half * 32;
+        if (i2s_order)
+            for (int m = 0; m < 32; m++) o[m] = (uint8_t)(x[m] << 6 | x[m + 32] << 4 | x[m + 64] << 2 | x[m + 96]);
+        else
+            for (int m = 0; m < 32; m++) o[m] = (uint8_t)(x[m] | x[m + 32] << 2 | x[m + 64] << 4 | x[m + 96] << 6);
     }
+    return acc != 0;
 }
 
 void ob_dequant_tq2_0(const void *src, float *dst, int64_t n) {

@@ -68,44 +68,6 @@ static void quant_i2_s(const float *x, uint8_t *dst, int64_t n) {
     memcpy(dst + n / 4, &scale, 4); /* little-endian hosts only, like the rest of the GGUF code */
 }
 
-/* tq2_0 blocks (66 bytes: 64 of codes, then an f16 d; quant_ref.c) as one i2_s tensor, where
- * that holds the same values, bit for bit: every block with a value other than 0 has the same d,
- * finite and > 0 (a trained BitNet's: its weights are -s, 0, +s, so every block's absmax d is s),
- * the other blocks any finite d without its sign bit (0 * d is then +0, as i2_s's zeros), and no
- * code is 3. Each 128-element half of a tq2_0 block is then
- * one i2_s block: element 32 g + m at bits 2 g of byte m there, 6 - 2 g here, so each byte's four
- * fields in reverse order; the scale is d as f32. The scale, or -1 where it does not hold. */
-static float tq2_0_one_scale(const uint8_t *b, int64_t nblk) {
-    uint16_t d = 0; /* (0: no block with a value other than 0 yet) */
-    for (int64_t ib = 0; ib < nblk; ib++, b += 66) {
-        const uint16_t h = (uint16_t)(b[64] | b[65] << 8);
-        if ((h & 0x7c00) == 0x7c00 || (h & 0x8000)) return -1.0f; /* (inf or NaN: even 0 * d is not 0; -x: 0 * d is -0) */
-        int three = 0, nonzero = 0;
-        for (int i = 0; i < 64; i += 8) {
-            uint64_t w;
-            memcpy(&w, b + i, 8);
-            three |= (w & (w >> 1) & 0x5555555555555555ull) != 0;
-            nonzero |= w != 0x5555555555555555ull; /* (a field other than 1) */
-        }
-        if (three || (nonzero && (h == 0 || (d && h != d)))) return -1.0f;
-        if (nonzero) d = h;
-    }
-    return ob_fp16_to_fp32(d);
-}
-
-/* The rewrite, for the scale s tq2_0_one_scale found. */
-static void tq2_0_as_i2_s(const uint8_t *b, uint8_t *o, int64_t n, float s) {
-    for (int64_t i = 0; i < n / 4; i += 8) { /* (64 code bytes a 66-byte block) */
-        uint64_t w;
-        memcpy(&w, b + i / 64 * 66 + i % 64, 8);
-        w = (w >> 2 & 0x3333333333333333ull) | (w & 0x3333333333333333ull) << 2;
-        w = (w >> 4 & 0x0f0f0f0f0f0f0f0full) | (w & 0x0f0f0f0f0f0f0f0full) << 4;
-        memcpy(o + i, &w, 8);
-    }
-    memset(o + n / 4, 0, 32);
-    memcpy(o + n / 4, &s, 4);
-}
-
 /* ---- lean4 hooks (quant_lean.c), absent in a LEAN=0 build ---------------------------- */
 #ifndef OB_NO_LEAN
 void ob_quant_lean4_rows(const float *src, void *dst, int64_t ne0, int64_t n_rows);
@@ -137,53 +99,6 @@ int ob_tensor_quantize(int type, const float *src, void *dst, int64_t ne0, int64
 #endif
     t->from_float(src, dst, ne0 * n_rows);
     return 0;
-}
-
-/* tq1_0 as tq2_0 by its direct rewrite (exact by construction, a few ns a weight), tq2_0 as i2_s
- * by its own where its blocks share one scale (tq2_0_as_i2_s); any other pair a row at a time
- * (two rows of floats, in cache, instead of two whole tensors of them), so only for types of
- * self-contained blocks: no tensor tail (i2_s), no rotation (lean4). That general
- * way's time is the target's quantizer (tq2_0's: about 13 of 16 ns a weight on the 2-core machine). */
-void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size) {
-    const ob_type_traits *tf = ob_type_get(from), *tt = ob_type_get(to);
-    if (from == OB_TYPE_TQ2_0 && to == OB_TYPE_I2_S && ne0 > 0 && ne0 % 256 == 0 && n_rows > 0) {
-        const size_t bytes = ob_type_tensor_size(to, ne0, n_rows);
-        const float s = tq2_0_one_scale(src, ne0 * n_rows / 256);
-        uint8_t *dst = s < 0 ? NULL : malloc(bytes);
-        if (dst) {
-            tq2_0_as_i2_s(src, dst, ne0 * n_rows, s);
-            *size = bytes;
-        }
-        return dst;
-    }
-    if (!tf || !tt || tf->tensor_tail || tt->tensor_tail || from == OB_TYPE_LEAN4 || to == OB_TYPE_LEAN4) return NULL;
-    const size_t rf = ob_type_row_size(from, ne0), rt = ob_type_row_size(to, ne0), bytes = ob_type_tensor_size(to, ne0, n_rows);
-    if (!rf || !rt || !bytes || n_rows < 1) return NULL;
-    if (from == OB_TYPE_TQ1_0 && to == OB_TYPE_TQ2_0) {
-        uint8_t *dst = malloc(bytes);
-        if (dst) {
-            ob_tq1_0_as_tq2_0(src, dst, ne0 * n_rows);
-            *size = bytes;
-        }
-        return dst;
-    }
-    float *a = malloc((size_t)ne0 * sizeof(float)), *b = malloc((size_t)ne0 * sizeof(float));
-    uint8_t *dst = malloc(bytes);
-    int ok = a && b && dst;
-    for (int64_t r = 0; ok && r < n_rows; r++) {
-        const uint8_t *in = (const uint8_t *)src + (size_t)r * rf;
-        uint8_t *out = dst + (size_t)r * rt;
-        ok = ob_tensor_dequantize(from, in, a, ne0, 1) == 0 && ob_tensor_quantize(to, a, out, ne0, 1) == 0 &&
-             ob_tensor_dequantize(to, out, b, ne0, 1) == 0 && memcmp(a, b, (size_t)ne0 * sizeof(float)) == 0;
-    }
-    free(a);
-    free(b);
-    if (!ok) {
-        free(dst);
-        return NULL;
-    }
-    *size = bytes;
-    return dst;
 }
 
 int ob_tensor_dequantize(int type, const void *src, float *dst, int64_t ne0, int64_t n_rows) {

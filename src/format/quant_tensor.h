@@ -37,8 +37,9 @@ float ob_tensor_scale(int type, const void *data, int64_t ne0, int64_t n_rows);
 
 /* The tensor src ([n_rows][ne0] of type from) stored as type to, where that holds exactly the
  * same values (every value of the result dequantizes to the bits of the original's; e.g. tq1_0
- * as tq2_0: both are codes -1/0/+1 times an f16 scale a 256-element block; tq2_0 as i2_s where
- * every block has the same scale, as a trained BitNet's do): malloc'd bytes
+ * as tq2_0: both are codes -1/0/+1 times an f16 scale a 256-element block; tq1_0 or tq2_0 as i2_s
+ * where every block of values has the same scale, as a trained BitNet's do; quant_convert.c,
+ * those three on several threads, OB_CONVERT_THREADS): malloc'd bytes
  * (*size: ob_type_tensor_size of to), or NULL where to cannot hold them exactly, either type
  * cannot be converted, or memory runs out. */
 void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size);
