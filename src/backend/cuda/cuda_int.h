@@ -160,7 +160,8 @@ typedef struct {
     int rows_slices;       /* OB_CUDA_ROWS_SLICES=N: a decode row op's blocks a row at most N (0, default: 2 an SM, at
                             * most one a 256 values: 8 on the 1B's rows; one-token row ops at most ffn_free once the
                             * feed-forward kernel ran: its next norm starts on the SMs it leaves free, one block each,
-                            * +4.3% on the 1B Q4_0, run 28; alone 4 is level) */
+                            * +4.3% on the 1B Q4_0, run 28; alone 4 is level), else those with act_quant_i8 at most 8
+                            * (ROWS_AQ_SLICES: BitNet's norms, +2.1%, run 37) */
     int rows_wpre;         /* RMSNorm's weights read before the row kernel waits (cuda_ops.cu), unless OB_CUDA_ROWS_WPRE=0 */
     int rope_attn;         /* decode's rope_kv inside the attention kernel (cu_rope_attention), unless OB_CUDA_ROPE_ATTN=0 */
     int attn_codes;        /* the decode attention makes its output's int8 codes (cuda_attn.cu), unless OB_CUDA_ATTN_CODES=0 */
