@@ -121,11 +121,13 @@ static int load_weight(ob_model_t *m, const char *name, int layer, int64_t n_in,
     int chain[OB_WEIGHT_AS_STEPS];
     const int n_chain = weight_chain(m->be, type, chain);
     for (int lo = 0, k; lo < n_chain; lo = k + 1) {
-        for (k = n_chain - 1; k >= lo && !(next = ob_tensor_convert(type, chain[k], data, n_in, n_out, &size)); k--) {}
+        size_t sz = 0;
+        for (k = n_chain - 1; k >= lo && !(next = ob_tensor_convert(type, chain[k], data, n_in, n_out, &sz)); k--) {}
         if (k < lo) break;
         free(conv);
         data = conv = next;
         type = chain[k];
+        size = sz;
     }
     w->data = m->be->upload_weight ? m->be->upload_weight(m->be, data, size, type, n_in, n_out) : m->be->upload(m->be, data, size);
     if (!w->data) {

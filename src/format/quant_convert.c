@@ -4,13 +4,15 @@
  * kept only where the values come back bit for bit.
  *
  * The ternary rewrites work block by block, so they run on several threads (OB_CONVERT_THREADS,
- * default: the online cores, at most 16): a BitNet-2B's projections are 2G weights, about a
+ * default: the cores this process may run on, at most 16): a BitNet-2B's projections are 2G weights, about a
  * second on one core. Each thread rewrites its blocks and notes the scale they hold; the result is
  * kept only if every thread's blocks agree (one pass over the source, not a scan and a rewrite).
- * Owns: ob_tensor_convert, the ternary rewrites' scale rule. Does not own: the layouts
- * (quant_ref.c: tq1_0, tq2_0; quant_tensor.c: i2_s).
+ * Owns: ob_tensor_convert, the ternary rewrites' scale rule. Does not own: the layouts, which the
+ * rewrites follow (quant_ref.c: tq1_0, tq2_0; quant_tensor.c: i2_s's field order and its tail).
  */
 #include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -89,11 +91,12 @@ static void *conv_main(void *arg) {
     return NULL;
 }
 
-/* Threads for nblk blocks: OB_CONVERT_THREADS (1 .. 16), else the online cores up to 16; at
- * least CONV_GRAIN blocks each. */
+/* Threads for nblk blocks: OB_CONVERT_THREADS (1 .. 16), else the cores this process may run on
+ * (its affinity) up to 16; at least CONV_GRAIN blocks each. */
 static int conv_threads(int64_t nblk) {
     const char *e = getenv("OB_CONVERT_THREADS");
-    long n = e && *e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t cs;
+    long n = e && *e ? strtol(e, NULL, 10) : sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : sysconf(_SC_NPROCESSORS_ONLN);
     if (n > CONV_THREADS_MAX) n = CONV_THREADS_MAX;
     if (n > nblk / CONV_GRAIN) n = nblk / CONV_GRAIN;
     return n < 1 ? 1 : (int)n;
@@ -104,7 +107,7 @@ static int conv_threads(int64_t nblk) {
  * leave their blocks to the caller's thread. */
 static int conv_ternary(int from, int to, const void *src, uint8_t *dst, int64_t nblk, float *scale) {
     conv_job jobs[CONV_THREADS_MAX];
-    pthread_t th[CONV_THREADS_MAX];
+    pthread_t th[CONV_THREADS_MAX] = {0};
     int started[CONV_THREADS_MAX] = {0};
     const int n = conv_threads(nblk);
     for (int i = 0; i < n; i++) {
@@ -154,7 +157,7 @@ static void *conv_rows(int from, int to, const void *src, int64_t ne0, int64_t n
 void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size) {
     const int tern = (from == OB_TYPE_TQ1_0 && (to == OB_TYPE_TQ2_0 || to == OB_TYPE_I2_S)) || (from == OB_TYPE_TQ2_0 && to == OB_TYPE_I2_S);
     if (!tern) return conv_rows(from, to, src, ne0, n_rows, size);
-    if (ne0 <= 0 || ne0 % 256 || n_rows < 1) return NULL;
+    if (ne0 <= 0 || ne0 % 256 || n_rows < 1 || n_rows > INT64_MAX / ne0) return NULL;
     const int64_t n = ne0 * n_rows;
     const size_t bytes = ob_type_tensor_size(to, ne0, n_rows);
     uint8_t *dst = bytes ? malloc(bytes) : NULL;

@@ -40,8 +40,8 @@ float ob_tensor_scale(int type, const void *data, int64_t ne0, int64_t n_rows);
  * as tq2_0: both are codes -1/0/+1 times an f16 scale a 256-element block; tq1_0 or tq2_0 as i2_s
  * where every block of values has the same scale, as a trained BitNet's do; quant_convert.c,
  * those three on several threads, OB_CONVERT_THREADS): malloc'd bytes
- * (*size: ob_type_tensor_size of to), or NULL where to cannot hold them exactly, either type
- * cannot be converted, or memory runs out. */
+ * (*size: ob_type_tensor_size of to, written only then), or NULL where to cannot hold them
+ * exactly, either type cannot be converted, or memory runs out. */
 void *ob_tensor_convert(int from, int to, const void *src, int64_t ne0, int64_t n_rows, size_t *size);
 
 /* Checks what a reader must not take on trust in a tensor's data: for i2_s a finite,

@@ -193,6 +193,33 @@ static float *decode_as(const char *p, const char *device, const char *t1, const
     return l;
 }
 
+/* The f16 d of block blk of tensor name in the tq1_0 GGUF p changed in its last bit, on disk: the
+ * tensor then has two scales. 0, or -1 where the tensor or its bytes are not found. */
+static int tq1_0_second_scale(const char *p, const char *name, int64_t blk) {
+    char err[256];
+    ob_gguf_t *g = NULL;
+    if (ob_gguf_open(p, &g, err, sizeof err)) return -1;
+    const ob_gguf_tensor *t = ob_gguf_find_tensor(g, name);
+    FILE *f = fopen(p, "r+b");
+    int rc = -1;
+    if (t && t->type == OB_TYPE_TQ1_0 && f && fseek(f, 0, SEEK_END) == 0) {
+        const long n = ftell(f);
+        uint8_t *buf = n > 0 ? malloc((size_t)n) : NULL;
+        const uint8_t *at = NULL;
+        if (buf && fseek(f, 0, SEEK_SET) == 0 && fread(buf, 1, (size_t)n, f) == (size_t)n)
+            at = memmem(buf, (size_t)n, t->data, t->size < 4096 ? t->size : 4096); /* (its bytes: random trits) */
+        if (at) {
+            const long pos = (long)(at - buf) + blk * 54 + 52;
+            uint8_t d = buf[pos] ^ 1;
+            rc = fseek(f, pos, SEEK_SET) == 0 && fwrite(&d, 1, 1, f) == 1 ? 0 : -1;
+        }
+        free(buf);
+    }
+    if (f) fclose(f);
+    ob_gguf_close(g);
+    return rc;
+}
+
 /* Weights taken in another type of the same values at load (backend.c's weight_as, asked again of
  * each type it converted to). The golden BitNet's projections are ternary with one scale a tensor
  * (convert's absmean), so as tq1_0 they go to tq2_0 and on to i2_s, as tq2_0 to i2_s:
@@ -202,7 +229,9 @@ static float *decode_as(const char *p, const char *device, const char *t1, const
  *  - the bytes a device must hold (ob_model_weight_bytes): the largest type along the way, so the
  *    tq2_0 file's size for both files wherever they convert, the tq1_0 file's own without;
  *  - the logits: tq1_0 as tq2_0 those of the tq2_0 file, and tq1_0 as i2_s those of tq2_0 as i2_s,
- *    bit for bit (steps decoded). i2_s's own against the reference: the golden cases.
+ *    bit for bit (steps decoded). i2_s's own against the reference: the golden cases;
+ *  - a tensor with a second scale stops at tq2_0 (load_weight's direct tq1_0 -> i2_s refused, then
+ *    tq1_0 -> tq2_0 taken and tq2_0 -> i2_s refused).
  * Shared with test_cuda.c. */
 void ob_test_weight_as(const char *device, int steps, int dflt1, int dflt2) {
     char p1[256], p2[256];
@@ -229,6 +258,11 @@ void ob_test_weight_as(const char *device, int steps, int dflt1, int dflt2) {
     b = decode_as(p2, device, NULL, "1", steps, &n2);
     snprintf(what, sizeof what, "tq1_0 and tq2_0 as i2_s, bitnet on %s", device);
     CHECK(same_decode(a, n1, b, n2, steps, what));
+    /* a block of the first projection with another scale: no i2_s (neither straight from tq1_0 nor
+     * through tq2_0), so it stops at tq2_0 */
+    size_t b3 = 0;
+    CHECK(tq1_0_second_scale(p1, "blk.0.attn_q.weight", 1) == 0);
+    CHECK_EQ_INT(wq_type(p1, device, "OB_BACKEND_TQ2_AS_I2S", "1", &b3), OB_TYPE_TQ2_0);
     remove(p1);
     remove(p2);
 }

@@ -124,13 +124,14 @@ static void test_convert(void) {
     free(q8);
 }
 
-/* A tq1_0 tensor as i2_s directly, against the two steps, on one thread and on two (env: the
- * value OB_CONVERT_THREADS had, restored after): ne0 2560 (BitNet's rows) and enough rows for two
- * threads' shares (8192 blocks of 256 at least). Refused where a block of the second share has
- * another d, where the two shares have one d each but not the same, where a zero block's d is
- * negative, and where the blocks of values have d 0. */
+/* A tq1_0 tensor as i2_s directly, against the two steps, on one thread and on three (env: the
+ * value OB_CONVERT_THREADS had, restored after): ne0 2560 (BitNet's rows) and enough rows for three
+ * uneven shares (4096 blocks of 256 at least each; 12310 blocks). Refused where a block of the
+ * last share has another d, where the shares have one d each but not the same, where a zero
+ * block's d is negative, and where the blocks of values have d 0; as tq2_0, where the last share
+ * has another d or a code 3. */
 static void test_tq1_as_i2_s_threads(void) {
-    const int64_t ne0 = 2560, rows = 820, n = ne0 * rows, nblk = n / 256;
+    const int64_t ne0 = 2560, rows = 1231, n = ne0 * rows, nblk = n / 256;
     const size_t b1 = ob_type_tensor_size(OB_TYPE_TQ1_0, ne0, rows), bi = ob_type_tensor_size(OB_TYPE_I2_S, ne0, rows);
     float *x = malloc((size_t)n * sizeof *x), *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
     uint8_t *t1 = malloc(b1), *keep = malloc(b1);
@@ -143,7 +144,7 @@ static void test_tq1_as_i2_s_threads(void) {
     size_t sz = 0, sz2 = 0;
     setenv("OB_CONVERT_THREADS", "1", 1);
     uint8_t *one = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_I2_S, t1, ne0, rows, &sz);
-    setenv("OB_CONVERT_THREADS", "2", 1);
+    setenv("OB_CONVERT_THREADS", "3", 1);
     uint8_t *two = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_I2_S, t1, ne0, rows, &sz2);
     uint8_t *q2 = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_TQ2_0, t1, ne0, rows, &sz);
     uint8_t *steps = q2 ? ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_I2_S, q2, ne0, rows, &sz) : NULL;
@@ -153,24 +154,34 @@ static void test_tq1_as_i2_s_threads(void) {
         CHECK(memcmp(one, steps, bi) == 0);
         CHECK(ob_tensor_dequantize(OB_TYPE_I2_S, two, b, ne0, rows) == 0 && memcmp(a, b, (size_t)n * sizeof *a) == 0);
     }
+    /* tq2_0 as i2_s on three threads: refused for a code 3, or another d, in the last block */
+    for (int k = 0; q2 && k < 2; k++) {
+        uint8_t *blk = q2 + (nblk - 1) * 66, was = blk[k ? 64 : 0];
+        blk[k ? 64 : 0] = k ? was ^ 1 : 0xff;
+        uint8_t *t = ob_tensor_convert(OB_TYPE_TQ2_0, OB_TYPE_I2_S, q2, ne0, rows, &sz);
+        if (t || ob_test_verbose) fprintf(stderr, "  tq2_0 as i2_s, case %d, 3 threads: %s\n", k, t ? "converted" : "refused");
+        CHECK(t == NULL);
+        free(t);
+        blk[k ? 64 : 0] = was;
+    }
     free(one);
     free(two);
     free(steps);
     free(q2);
-    /* refused: (case 0) the last block's d another; (1) the second half's blocks one d of their
+    /* refused: (case 0) the last block's d another; (1) the last third's blocks one d of their
      * own; (2) the zero block's d negative; (3) every d 0 */
     for (int k = 0; k < 4; k++) {
         memcpy(keep, t1, b1);
         for (int64_t blk = 0; blk < nblk; blk++) {
             uint8_t *d = t1 + blk * 54 + 52;
-            if ((k == 0 && blk == nblk - 1) || (k == 1 && blk >= nblk / 2)) d[0] ^= 1;
+            if ((k == 0 && blk == nblk - 1) || (k == 1 && blk >= nblk * 2 / 3)) d[0] ^= 1;
             if (k == 2 && blk == 3) d[1] |= 0x80;
             if (k == 3) d[0] = d[1] = 0;
         }
         for (int th = 1; th <= 2; th++) {
-            setenv("OB_CONVERT_THREADS", th == 1 ? "1" : "2", 1);
+            setenv("OB_CONVERT_THREADS", th == 1 ? "1" : "3", 1);
             uint8_t *t = ob_tensor_convert(OB_TYPE_TQ1_0, OB_TYPE_I2_S, t1, ne0, rows, &sz);
-            if (t || ob_test_verbose) fprintf(stderr, "  tq1_0 as i2_s, case %d, %d thread(s): %s\n", k, th, t ? "converted" : "refused");
+            if (t || ob_test_verbose) fprintf(stderr, "  tq1_0 as i2_s, case %d, %d thread(s): %s\n", k, th == 1 ? 1 : 3, t ? "converted" : "refused");
             CHECK(t == NULL);
             free(t);
         }
