@@ -242,10 +242,11 @@ static inline void tq1_0_trits(const uint8_t *in, uint8_t *t, int nbytes, int nt
         for (int m = 0; m < nbytes; m++) t[k * nbytes + m] = (uint8_t)(((uint8_t)(in[m] * pow3[k]) * 3) >> 8);
 }
 
-static void tq1_0_unpack_span(const uint8_t *in, float d, float *y, int nbytes, int ntrits) {
-    uint8_t t[160];
-    tq1_0_trits(in, t, nbytes, ntrits);
-    for (int i = 0; i < nbytes * ntrits; i++) y[i] = (float)(t[i] - 1) * d;
+/* A block's 256 trits (0..2) in element order, its three spans (above) one after another. */
+static inline void tq1_0_block_trits(const tq1_0_block *b, uint8_t t[OB_QK_K]) {
+    tq1_0_trits(b->qs, t, 32, 5);
+    tq1_0_trits(b->qs + 32, t + 160, 16, 5);
+    tq1_0_trits(b->qh, t + 240, 4, 4);
 }
 
 void ob_dequant_tq1_0(const void *src, float *dst, int64_t n) {
@@ -253,9 +254,9 @@ void ob_dequant_tq1_0(const void *src, float *dst, int64_t n) {
     const tq1_0_block *b = src;
     for (int64_t ib = 0; ib < n / OB_QK_K; ib++, b++, dst += OB_QK_K) {
         const float d = half_load(b->d);
-        tq1_0_unpack_span(b->qs, d, dst, 32, 5);
-        tq1_0_unpack_span(b->qs + 32, d, dst + 160, 16, 5);
-        tq1_0_unpack_span(b->qh, d, dst + 240, 4, 4);
+        uint8_t t[OB_QK_K];
+        tq1_0_block_trits(b, t);
+        for (int i = 0; i < OB_QK_K; i++) dst[i] = (float)(t[i] - 1) * d;
     }
 }
 
@@ -290,10 +291,8 @@ _Static_assert(sizeof(tq2_0_block) == 66, "tq2_0 block must be 66 bytes, as in G
  * Returns whether a trit is other than 1 (a value other than 0). */
 int ob_tq1_0_block_fields(const void *block, uint8_t out[64], int i2s_order) {
     const tq1_0_block *b = block;
-    uint8_t t[OB_QK_K], acc = 0; /* element e's trit, in element order */
-    tq1_0_trits(b->qs, t, 32, 5);
-    tq1_0_trits(b->qs + 32, t + 160, 16, 5);
-    tq1_0_trits(b->qh, t + 240, 4, 4);
+    uint8_t t[OB_QK_K], acc = 0;
+    tq1_0_block_trits(b, t);
     for (int i = 0; i < OB_QK_K; i++) acc |= t[i] ^ 1;
     for (int half = 0; half < 2; half++) {
         const uint8_t *x = t + half * 128;
